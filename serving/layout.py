@@ -15,3 +15,30 @@ VOCAB = "vocab.txt"
 
 # Metadata schema version: bump when a reader must change.
 META_VERSION = 1
+
+# An export folder (written by `senti export`, read by `serving.Predictor`).
+EXPORT_META = "export.json"  # labels, max_seq_len, tokenizer settings, versions, io names, parity
+PADDLE_DIR = "paddle"  # Paddle Inference model: inference.json (Paddle 3, PIR) or inference.pdmodel (2.x)
+PADDLE_PREFIX = "inference"
+PADDLE_PARAMS = "inference.pdiparams"
+PADDLE_GRAPHS = ("inference.json", "inference.pdmodel")  # PIR first: Paddle 3 reads both
+ONNX_FILES = {
+    "onnx": "model.onnx",  # paddle2onnx output, fp32
+    "onnx-opt": "model.opt.onnx",  # ONNX Runtime transformer optimizer fusions, fp32
+    "onnx-int8": "model.int8.onnx",  # dynamic INT8 quantization, for CPU
+    "onnx-fp16": "model.fp16.onnx",  # float16 weights and compute, for GPU providers
+}
+TRITON_DIR = "triton"  # Triton Inference Server model repository: triton/<name>/1/model.onnx
+INPUT_NAMES = ("input_ids", "token_type_ids")
+OUTPUT_NAME = "logits"
+
+
+def paddle_model_files(folder) -> tuple[str, str]:
+    """(graph file, params file) of a Paddle Inference model folder, whichever format it has."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    for name in PADDLE_GRAPHS:
+        if (folder / name).is_file():
+            return str(folder / name), str(folder / PADDLE_PARAMS)
+    raise FileNotFoundError(f"{folder}: no {' or '.join(PADDLE_GRAPHS)}")

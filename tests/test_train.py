@@ -168,7 +168,7 @@ def test_sigterm_keeps_the_last_good_checkpoint(tmp_path):
     assert metrics["interrupted"]["signal"] == "SIGTERM"
     assert not list(out.glob(".staging-*"))
 
-    from toolkit.models import load_checkpoint
+    from export.checkpoint import load_checkpoint
 
     model, tokenizer, meta = load_checkpoint(out)
     assert meta["dev"]["step"] == metrics["best"]["step"]

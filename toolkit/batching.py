@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from serving.batching import length_sorted_batches
+
 
 def encode_texts(tokenizer, texts, max_seq_len: int) -> tuple[list[list[int]], int]:
     """Token ids with [CLS]/[SEP] for each text, cut to `max_seq_len`; also how many were cut.
@@ -31,8 +33,7 @@ def length_bucketed_batches(lengths, batch_size: int, rng: np.random.Generator |
     """
     lengths = np.asarray(lengths)
     if rng is None:
-        order = np.argsort(lengths, kind="stable")
-        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+        return length_sorted_batches(lengths, batch_size)
     order = rng.permutation(len(lengths))
     span = batch_size * pool
     batches = []
@@ -42,12 +43,3 @@ def length_bucketed_batches(lengths, batch_size: int, rng: np.random.Generator |
         batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
     rng.shuffle(batches)
     return batches
-
-
-def pad_batch(encoded, index, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(input_ids, token_type_ids), int64, padded to the longest text in `index`."""
-    width = max(len(encoded[i]) for i in index)
-    input_ids = np.full((len(index), width), pad_id, dtype=np.int64)
-    for row, i in enumerate(index):
-        input_ids[row, : len(encoded[i])] = encoded[i]
-    return input_ids, np.zeros_like(input_ids)

@@ -9,7 +9,6 @@ import tempfile
 from pathlib import Path
 
 from serving import layout
-from toolkit.errors import SentiError
 
 
 def write_json_atomic(path: Path, data) -> None:
@@ -53,20 +52,3 @@ def save_checkpoint(model, tokenizer, out_dir: Path, meta: dict) -> None:
                 os.replace(staging / name, out_dir / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def read_meta(path: Path) -> dict:
-    """The checkpoint's `senti.json`, or a one-line error saying why `path` is not a checkpoint."""
-    path = Path(path)
-    if not path.is_dir():
-        raise SentiError(f"{path}: not a folder")
-    meta_file = path / layout.CHECKPOINT_META
-    for needed in (layout.PADDLENLP_CONFIG, layout.PADDLENLP_WEIGHTS, layout.CHECKPOINT_META):
-        if not (path / needed).is_file():
-            raise SentiError(f"{path}: not a senti checkpoint (no {needed})")
-    try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        meta["labels"]
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise SentiError(f"{meta_file}: unreadable checkpoint metadata ({err})") from None
-    return meta

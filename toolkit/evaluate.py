@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.batching import length_bucketed_batches, pad_batch
+from serving.batching import length_sorted_batches, pad_batch
 
 
 def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0) -> np.ndarray:
@@ -15,7 +15,7 @@ def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0) -> np.
     model.eval()
     out = None
     with paddle.no_grad():
-        for index in length_bucketed_batches([len(e) for e in encoded], batch_size, rng=None):
+        for index in length_sorted_batches([len(e) for e in encoded], batch_size):
             input_ids, token_type_ids = pad_batch(encoded, index, pad_id)
             logits = model(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids))
             logits = logits.astype("float32").numpy()
@@ -58,7 +58,7 @@ def evaluate_checkpoint(model_dir, dataset: str, split: str, batch_size: int = 6
     from toolkit.config import TrainConfig
     from toolkit.data import load_splits
     from toolkit.errors import SentiError
-    from toolkit.models import load_checkpoint
+    from export.checkpoint import load_checkpoint
 
     model, tokenizer, meta = load_checkpoint(Path(model_dir))
     config_file = Path(model_dir) / layout.TRAIN_CONFIG

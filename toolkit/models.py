@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from serving import layout
+from export.checkpoint import load_checkpoint
 from toolkit.errors import SentiError
 
 # Shapes of the from-scratch presets. `scratch:tiny` trains an epoch of ChnSentiCorp in well
@@ -101,18 +102,3 @@ def _load_pretrained(name: str, labels):
             f"offline? use a local checkpoint folder or a preset ({', '.join(PRESETS)})"
         ) from None
     return model, tokenizer, {"source": "paddlenlp", "name": name}
-
-
-def load_checkpoint(path: Path):
-    """(model, tokenizer, meta) from a senti checkpoint folder; clear error if it is not one."""
-    from toolkit.checkpoint import read_meta
-
-    meta = read_meta(path)
-    from paddlenlp.transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    try:
-        model = AutoModelForSequenceClassification.from_pretrained(str(path))
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
-    except Exception as err:
-        raise SentiError(f"{path}: could not load checkpoint ({type(err).__name__}: {err})") from None
-    return model, tokenizer, meta

@@ -11,7 +11,8 @@ import numpy as np
 
 from serving import layout
 from serving.runtime import configure_runtime
-from toolkit.batching import encode_texts, length_bucketed_batches, pad_batch
+from serving.batching import pad_batch
+from toolkit.batching import encode_texts, length_bucketed_batches
 from toolkit.checkpoint import save_checkpoint, versions, write_json_atomic
 from toolkit.config import TrainConfig
 from toolkit.data import load_splits

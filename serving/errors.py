@@ -1,0 +1,10 @@
+"""The base of every error a user can fix. It lives in `serving`, the lowest layer, so that
+`export` and `toolkit` raise the same type and the CLI prints one line for all of them."""
+
+
+class SentiError(Exception):
+    """A user-facing error; its message names what was wrong and where."""
+
+
+class ArtifactError(SentiError):
+    """A folder that is not the artifact it should be (checkpoint, export)."""
