@@ -19,7 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
+console = Console(soft_wrap=True)  # progress lines stay whole in logs
 err_console = Console(stderr=True, soft_wrap=True)  # one-line errors, never wrapped
 
 
@@ -167,6 +167,79 @@ def evaluate(
         table.add_row(lab, *map(str, row))
     console.print(table)
     console.print(f"written: {output}")
+
+
+class Quantize(str, Enum):
+    int8 = "int8"
+
+
+@app.command("export")
+def export_cmd(
+    model: Annotated[Path, typer.Option(help="Checkpoint folder written by senti train.")],
+    output_dir: Annotated[Path, typer.Option(help="Export folder to create.")],
+    formats: Annotated[str, typer.Option(help="Comma-separated: paddle (Paddle Inference), onnx.")] = "paddle,onnx",
+    quantize: Annotated[Optional[Quantize], typer.Option(help="Also write a dynamically quantized model.")] = None,
+    fp16: Annotated[bool, typer.Option(help="Also write a float16 ONNX model for GPU providers.")] = False,
+    opset: Annotated[int, typer.Option(help="ONNX opset.")] = 14,
+    max_seq_len: Annotated[Optional[int], typer.Option(help="Longest input (default: the checkpoint's).")] = None,
+    dataset: Annotated[Optional[str], typer.Option(
+        help="Texts for the parity check: its dev split (default: the dataset the model was trained on).")] = None,
+    parity_samples: Annotated[int, typer.Option(help="Dev texts used for the parity check (at most).")] = 1000,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing export folder.")] = False,
+    triton_name: Annotated[str, typer.Option(help="Model name in the Triton repository.")] = "senti",
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+):
+    """Static graph, Paddle Inference and ONNX (optimized, INT8, fp16), each proven against the dynamic graph."""
+    from serving.runtime import configure_runtime
+
+    configure_runtime(threads)
+    from export.pipeline import ExportConfig, export_model
+    from toolkit.logs import quiet_libraries
+
+    quiet_libraries()
+    try:
+        config = ExportConfig(model=str(model), output_dir=str(output_dir), quantize=quantize and quantize.value,
+                              formats=tuple(f.strip() for f in formats.split(",") if f.strip()), fp16=fp16,
+                              opset=opset, max_seq_len=max_seq_len, overwrite=overwrite, triton_name=triton_name,
+                              threads=threads)
+        from export.checkpoint import read_meta
+
+        read_meta(model)  # a folder that is not a checkpoint fails here, before any data is read
+        texts, gold = _parity_texts(model, dataset, parity_samples)
+        record = export_model(config, texts, gold, say=console.print)
+    except SentiError as err:
+        raise fail(str(err)) from None
+    table = Table(title=f"export parity on {record['parity_texts']} dev texts (reference accuracy "
+                        f"{record['reference_accuracy']:.4f})")
+    for col in ("format", "max |logit diff|", "label agreement", "accuracy", "fit"):
+        table.add_column(col, justify="right")
+    for fmt, entry in record["formats"].items():
+        p = entry["parity"]
+        table.add_row(fmt, f"{p.get('max_abs_logit_diff', float('nan')):.2e}",
+                      f"{p.get('label_agreement', float('nan')):.4f}", f"{p.get('accuracy', float('nan')):.4f}",
+                      {True: "yes", False: "NO", None: "unverified"}[p["fit"]])
+    console.print(table)
+    console.print(f"export: [bold]{output_dir}[/] ({', '.join(record['formats'])}; Triton repository: "
+                  f"{record['triton'] or 'none'})")
+
+
+def _parity_texts(model_dir: Path, dataset: str | None, limit: int):
+    """Dev texts and labels for the parity check, from the training dataset unless told otherwise."""
+    from serving import layout
+    from toolkit.config import TrainConfig
+    from toolkit.data import load_splits
+
+    config_file = model_dir / layout.TRAIN_CONFIG
+    config = TrainConfig.load(config_file) if config_file.is_file() else None
+    dataset = dataset or (config.dataset if config else None)
+    if dataset is None:
+        raise SentiError(f"{model_dir} does not say what it was trained on; pass --dataset for the parity texts")
+    try:
+        splits = load_splits(dataset, seed=config.seed if config else 42)
+    except SentiError as err:
+        raise SentiError(f"parity texts: {err} (pass --dataset to choose others)") from None
+    rows = splits.dev[:limit]
+    return [e.text for e in rows], [e.label for e in rows]
 
 
 @app.command()

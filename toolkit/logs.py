@@ -13,4 +13,5 @@ def quiet_libraries() -> None:
     from paddlenlp.utils.log import logger
 
     logger.set_level("WARNING")
-    logging.getLogger("paddle").setLevel(logging.WARNING)
+    for name in ("paddle", "onnxruntime", "onnx_model", "onnx_model_bert", "fusion_base"):
+        logging.getLogger(name).setLevel(logging.WARNING)
