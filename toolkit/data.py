@@ -10,10 +10,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from serving.streaming import TEXT_COLUMNS
 from toolkit.errors import DataError
 
 SPLITS = ("train", "dev", "test")
-TEXT_COLUMNS = ("text_a", "text", "review", "sentence", "content")
 LABEL_COLUMNS = ("label", "labels", "sentiment")
 SUFFIXES = (".tsv", ".csv", ".jsonl")
 # ChnSentiCorp's documented convention; applied to data in its layout and to the built-in corpora.

@@ -1,0 +1,129 @@
+"""`Predictor`: load an export folder and score texts. Needs numpy, tokenizers and a runtime; no paddlenlp."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from serving import layout
+from serving.batching import length_sorted_batches, pad_batch
+from serving.errors import ArtifactError, SentiError
+from serving.runtime import configure_runtime
+from serving.tokenizer import FastTokenizer
+
+LONG_TEXT_MODES = ("truncate", "window")
+
+
+@dataclass
+class Prediction:
+    label: str
+    score: float  # probability of `label`
+    probabilities: dict[str, float]
+    truncated: bool  # the text was longer than max_seq_len (cut, or scored in windows)
+    windows: int = 1
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def read_export_meta(export_dir: Path) -> dict:
+    path = Path(export_dir) / layout.EXPORT_META
+    if not path.is_file():
+        raise ArtifactError(f"{export_dir}: not a senti export (no {layout.EXPORT_META}); run senti export first")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ArtifactError(f"{path}: unreadable ({err})") from None
+
+
+def choose_backend(meta: dict, device: str) -> str:
+    """`auto`: on CPU the INT8 model when export marked it fit, else the optimized graph; on GPU fp16 if fit."""
+    formats = meta["formats"]
+    preferred = ("onnx-fp16", "onnx-opt", "onnx", "paddle") if device == "gpu" else \
+        ("onnx-int8", "onnx-opt", "onnx", "paddle")
+    for name in preferred:
+        if name in formats and formats[name]["parity"].get("fit"):
+            return name
+    raise ArtifactError(f"no usable backend in the export (formats: {', '.join(formats)})")
+
+
+class Predictor:
+    """Tokenize, batch by length, run the backend, and return one `Prediction` per text in input order."""
+
+    def __init__(self, export_dir: Path, meta: dict, backend, backend_name: str, long_text: str, stride: int):
+        self.export_dir = Path(export_dir)
+        self.meta = meta
+        self.labels: list[str] = meta["labels"]
+        self.max_seq_len: int = meta["max_seq_len"]
+        self.backend = backend
+        self.backend_name = backend_name
+        self.tokenizer = FastTokenizer.from_export(export_dir, meta["tokenizer"])
+        self.long_text = long_text
+        self.stride = stride
+
+    @classmethod
+    def load(cls, export_dir, backend: str = "auto", device: str = "cpu", threads: int | None = None,
+             long_text: str = "truncate", stride: int | None = None, **backend_options) -> Predictor:
+        """Open `export_dir` with the named backend (`auto`, `onnx`, `onnx-opt`, `onnx-int8`, `onnx-fp16`, `paddle`).
+
+        `long_text="window"` scores texts longer than max_seq_len as overlapping windows (each
+        `stride` tokens after the last; default half a window) and averages their logits.
+        """
+        configure_runtime(threads)  # before the runtime (and paddle, if used) start their thread pools
+        from serving.backends import open_backend
+
+        if long_text not in LONG_TEXT_MODES:
+            raise SentiError(f"long_text must be one of {', '.join(LONG_TEXT_MODES)}; got '{long_text}'")
+        meta = read_export_meta(export_dir)
+        name = choose_backend(meta, device) if backend == "auto" else backend
+        runner = open_backend(Path(export_dir), name, threads=threads, device=device, **backend_options)
+        window = meta["max_seq_len"] - 2
+        stride = stride or max(1, window // 2)
+        if not 1 <= stride <= window:
+            raise SentiError(f"stride must be between 1 and {window}; got {stride}")
+        return cls(export_dir, meta, runner, name, long_text, stride)
+
+    def _pieces(self, ids: list[int]) -> list[list[int]]:
+        window = self.max_seq_len - 2
+        if self.long_text == "truncate" or len(ids) <= window:
+            return [self.tokenizer.with_specials(ids, self.max_seq_len)[0]]
+        starts = list(range(0, len(ids) - window, self.stride)) + [len(ids) - window]
+        return [[self.tokenizer.cls_id, *ids[s : s + window], self.tokenizer.sep_id] for s in starts]
+
+    def logits(self, texts: list[str], batch_size: int = 32) -> tuple[np.ndarray, list[int], list[bool]]:
+        """Raw logits per text (window-averaged), the window counts, and which texts were too long."""
+        if isinstance(texts, str):
+            raise TypeError("predict() takes a list of texts, not one string")
+        ids = self.tokenizer.encode_batch(list(texts))
+        too_long = [len(x) > self.max_seq_len - 2 for x in ids]
+        pieces, owner = [], []
+        for i, text_ids in enumerate(ids):
+            for piece in self._pieces(text_ids):
+                pieces.append(piece)
+                owner.append(i)
+        piece_logits = np.zeros((len(pieces), len(self.labels)), dtype=np.float32)
+        for index in length_sorted_batches([len(p) for p in pieces], batch_size):
+            piece_logits[index] = self.backend(*pad_batch(pieces, index, self.tokenizer.pad_id))
+        owner = np.asarray(owner, dtype=np.int64)
+        counts = np.bincount(owner, minlength=len(ids))
+        sums = np.zeros((len(ids), len(self.labels)), dtype=np.float64)
+        np.add.at(sums, owner, piece_logits)
+        return (sums / np.maximum(counts, 1)[:, None]).astype(np.float32), counts.tolist(), too_long
+
+    def predict(self, texts: list[str], batch_size: int = 32) -> list[Prediction]:
+        """One Prediction per text, in input order."""
+        if len(texts) == 0:
+            return []
+        logits, windows, too_long = self.logits(texts, batch_size)
+        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs = shifted / shifted.sum(axis=1, keepdims=True)
+        out = []
+        for row, n, cut in zip(probs, windows, too_long):
+            best = int(row.argmax())
+            out.append(Prediction(label=self.labels[best], score=float(row[best]),
+                                  probabilities={lab: float(p) for lab, p in zip(self.labels, row)},
+                                  truncated=bool(cut), windows=int(n)))
+        return out

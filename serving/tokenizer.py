@@ -1,0 +1,71 @@
+"""Fast tokenization with Hugging Face `tokenizers`, giving exactly the ids of PaddleNLP's ErnieTokenizer.
+
+ErnieTokenizer is BERT's recipe: clean control characters, split CJK characters apart,
+lower-case and strip accents, split on whitespace and punctuation, then greedy WordPiece with
+`##` continuations and [UNK] for words over 100 characters. `BertNormalizer`, `BertPreTokenizer`
+and `WordPiece` implement the same steps in Rust. Two PaddleNLP differences make the rest:
+it also splits off every Unicode symbol (category S: ￥, ～, ×, emoji) and a few listed code
+points (`_is_symbol` in paddlenlp.transformers.tokenizer_utils), and it keeps special tokens
+written in the text ("[UNK]") whole.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+# paddlenlp's _is_symbol: any Unicode symbol, plus these code points.
+PADDLE_SYMBOLS = r"[\p{S}\x{00AD}\x{00B2}\x{00BA}\x{3007}\x{00B5}\x{00D8}\x{014B}\x{01B1}]"
+
+
+def read_vocab(path: Path) -> dict[str, int]:
+    # One token per line, its id the line number; ErnieTokenizer strips only the line ending.
+    vocab = {}
+    for i, line in enumerate(Path(path).read_text(encoding="utf-8").split("\n")):
+        token = line.rstrip("\r")
+        if token and token not in vocab:
+            vocab[token] = i
+    return vocab
+
+
+class FastTokenizer:
+    """Text to ERNIE input ids; `encode` returns untruncated ids without [CLS]/[SEP]."""
+
+    def __init__(self, vocab_file: Path, do_lower_case: bool = True, unk_token: str = "[UNK]",
+                 cls_token: str = "[CLS]", sep_token: str = "[SEP]", pad_token: str = "[PAD]"):
+        from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+        vocab = read_vocab(vocab_file)
+        for token in (unk_token, cls_token, sep_token, pad_token):
+            if token not in vocab:
+                raise ValueError(f"{vocab_file}: special token {token} is missing")
+        self._tokenizer = Tokenizer(models.WordPiece(vocab, unk_token=unk_token, max_input_chars_per_word=100))
+        self._tokenizer.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=do_lower_case
+        )
+        self._tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.BertPreTokenizer(),
+            pre_tokenizers.Split(Regex(PADDLE_SYMBOLS), behavior="isolated"),
+        ])
+        self._tokenizer.add_special_tokens([t for t in vocab if t.startswith("[") and t.endswith("]") and
+                                            t in (unk_token, cls_token, sep_token, pad_token, "[MASK]")])
+        self.cls_id, self.sep_id, self.pad_id = vocab[cls_token], vocab[sep_token], vocab[pad_token]
+        self.vocab_size = len(vocab)
+
+    @classmethod
+    def from_export(cls, export_dir: Path, settings: dict) -> FastTokenizer:
+        return cls(Path(export_dir) / settings["vocab_file"], do_lower_case=settings["do_lower_case"],
+                   unk_token=settings["unk_token"], cls_token=settings["cls_token"],
+                   sep_token=settings["sep_token"], pad_token=settings["pad_token"])
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Word-piece ids of each text, no special tokens, no truncation (Rust, parallel)."""
+        return [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    def with_specials(self, ids: list[int], max_seq_len: int) -> tuple[list[int], bool]:
+        """[CLS] ids [SEP], cut to `max_seq_len` as ErnieTokenizer's truncation does; and whether it cut."""
+        budget = max_seq_len - 2
+        return [self.cls_id, *ids[:budget], self.sep_id], len(ids) > budget
+
+    def __call__(self, texts: list[str], max_seq_len: int) -> list[list[int]]:
+        return [self.with_specials(ids, max_seq_len)[0] for ids in self.encode_batch(texts)]
