@@ -242,6 +242,129 @@ def _parity_texts(model_dir: Path, dataset: str | None, limit: int):
     return [e.text for e in rows], [e.label for e in rows]
 
 
+class Backend(str, Enum):
+    auto = "auto"
+    onnx = "onnx"
+    onnx_opt = "onnx-opt"
+    onnx_int8 = "onnx-int8"
+    onnx_fp16 = "onnx-fp16"
+    paddle = "paddle"
+
+
+class LongText(str, Enum):
+    truncate = "truncate"
+    window = "window"
+
+
+class Engine(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+@app.command()
+def predict(
+    model: Annotated[Path, typer.Option(help="Export folder written by senti export.")],
+    texts: Annotated[Optional[list[str]], typer.Argument(help="Texts to score (or use --input).")] = None,
+    input: Annotated[Optional[Path], typer.Option(help="File to score: .txt (a text a line), .tsv, .csv, .jsonl.",
+                                                  exists=True, dir_okay=False)] = None,
+    output: Annotated[Optional[Path], typer.Option(help="Where to write predictions: .jsonl, .tsv or .csv.")] = None,
+    backend: Annotated[Backend, typer.Option(help="Runtime and format.")] = Backend.auto,
+    device: Annotated[str, typer.Option(help="cpu or gpu.")] = "cpu",
+    batch_size: Annotated[int, typer.Option(help="Texts per model call.")] = 32,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+    long_text: Annotated[LongText, typer.Option(help="Texts over max_seq_len: cut, or average windows.")] =
+        LongText.truncate,
+    text_column: Annotated[Optional[str], typer.Option(help="Text column of a .tsv/.csv/.jsonl input.")] = None,
+    engine: Annotated[Engine, typer.Option(help="local: stream on this machine; ray: Ray Data.")] = Engine.local,
+):
+    """Score texts with an exported model: a table for a few texts, a streamed file for many."""
+    if engine is Engine.ray:
+        raise fail("--engine ray is not available yet in this version; use --engine local")
+    if bool(texts) == bool(input):
+        raise fail("give texts as arguments or one --input file (not both, not neither)")
+    if input and not output:
+        raise fail("--input needs --output (a .jsonl, .tsv or .csv file)")
+    from serving import Predictor
+
+    try:
+        predictor = Predictor.load(model, backend=backend.value, device=device, threads=threads,
+                                   long_text=long_text.value)
+        if texts:
+            results = predictor.predict(texts, batch_size=batch_size)
+        else:
+            counts = _predict_file(predictor, input, output, batch_size, text_column)
+    except (SentiError, ValueError) as err:
+        raise fail(str(err)) from None
+    if texts:
+        table = Table(title=f"senti predict ({predictor.backend_name})")
+        table.add_column("text")
+        table.add_column("label")
+        table.add_column("confidence", justify="right")
+        for text, p in zip(texts, results):
+            table.add_row(text if len(text) <= 60 else text[:57] + "...", p.label,
+                          f"{p.score:.4f}" + (" (cut)" if p.truncated else ""))
+        console.print(table)
+        return
+    console.print(f"{counts['rows']} rows in, {counts['rows']} rows out ({output}): {counts['predicted']} scored, "
+                  f"{counts['errors']} error rows, {counts['truncated']} truncated")
+    if counts["errors"]:
+        lines = ", ".join(map(str, counts["error_lines"][:20]))
+        more = "" if counts["errors"] <= 20 else f" and {counts['errors'] - 20} more"
+        err_console.print(f"[yellow]unreadable rows at lines {lines}{more}; written with their error[/]")
+
+
+def _predict_file(predictor, src: Path, dst: Path, batch_size: int, text_column: str | None) -> dict:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from serving.streaming import predict_file
+
+    with Progress(TextColumn("scoring"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                  console=console, transient=True) as progress:
+        task = progress.add_task("scoring", total=src.stat().st_size)
+        return predict_file(predictor, src, dst, batch_size=batch_size, text_column=text_column,
+                            progress=lambda n: progress.advance(task, n))
+
+
+@app.command()
+def serve(
+    model: Annotated[Path, typer.Option(help="Export folder written by senti export.")],
+    host: Annotated[str, typer.Option(help="Address to bind; loopback unless you mean to expose it.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    backend: Annotated[Backend, typer.Option(help="Runtime and format.")] = Backend.auto,
+    device: Annotated[str, typer.Option(help="cpu or gpu.")] = "cpu",
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+    max_batch_size: Annotated[int, typer.Option(help="Most texts per model call.")] = 32,
+    max_wait_ms: Annotated[float, typer.Option(help="Longest wait for a batch to fill.")] = 5.0,
+    max_queue: Annotated[int, typer.Option(help="Texts waiting before requests get 503.")] = 2048,
+    max_texts: Annotated[int, typer.Option(help="Most texts in one request (else 413).")] = 256,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body (else 413).")] = 1 << 20,
+    api_key_env: Annotated[Optional[str], typer.Option(
+        help="Name of an environment variable holding the API key clients must send.")] = None,
+    long_text: Annotated[LongText, typer.Option(help="Texts over max_seq_len: cut, or average windows.")] =
+        LongText.truncate,
+):
+    """HTTP API: POST /v1/predict with dynamic batching; /healthz, /readyz, /metrics, /docs."""
+    import os
+
+    from serving import Predictor
+    from serving.server import ServerConfig, serve as run_server
+
+    api_key = None
+    if api_key_env:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise fail(f"--api-key-env {api_key_env}: that environment variable is not set")
+    try:
+        predictor = Predictor.load(model, backend=backend.value, device=device, threads=threads,
+                                   long_text=long_text.value)
+        config = ServerConfig(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_queue=max_queue,
+                              max_texts=max_texts, max_body_bytes=max_body_bytes, api_key=api_key)
+    except SentiError as err:
+        raise fail(str(err)) from None
+    console.print(f"serving {model} ({predictor.backend_name}) on http://{host}:{port} (docs: /docs)")
+    run_server(predictor, config, host=host, port=port)
+
+
 @app.command()
 def info():
     """Library versions, the CPU and the devices Paddle sees."""
