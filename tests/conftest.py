@@ -108,3 +108,21 @@ def tiny_checkpoint(_trained_checkpoint, tmp_path) -> tuple[Path, Path]:
     copy = tmp_path / "trained"
     shutil.copytree(_trained_checkpoint, copy)
     return copy / "checkpoint", copy / "data"
+
+
+PARITY = synthetic_rows(220, seed=11)  # real-looking texts with gold labels for export parity checks
+
+
+def export_tiny(checkpoint: Path, out: Path, **options):
+    from export.pipeline import ExportConfig, export_model
+
+    config = ExportConfig(model=str(checkpoint), output_dir=str(out), **options)
+    return export_model(config, [t for _, t in PARITY], [label for label, _ in PARITY], say=lambda _: None)
+
+
+@pytest.fixture(scope="session")
+def _exported(_trained_checkpoint, tmp_path_factory):
+    """(export folder, export.json) of the session's tiny model, every format; read-only by convention."""
+    out = tmp_path_factory.mktemp("export") / "tiny"
+    record = export_tiny(_trained_checkpoint / "checkpoint", out, quantize="int8", fp16=True)
+    return out, record

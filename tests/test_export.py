@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import synthetic_rows
+from conftest import PARITY, export_tiny
 
 from export.onnx_convert import ExportError, check_graph
 from serving.errors import SentiError
@@ -20,21 +20,6 @@ from export.pipeline import ExportConfig, export_model
 from export.specs import ERNIE_SEQUENCE_CLASSIFICATION as SPEC
 from serving import layout
 from serving.backends import open_backend
-
-PARITY = synthetic_rows(220, seed=11)
-
-
-def _export(checkpoint: Path, out: Path, **options):
-    config = ExportConfig(model=str(checkpoint), output_dir=str(out), **options)
-    return export_model(config, [t for _, t in PARITY], [label for label, _ in PARITY], say=lambda _: None)
-
-
-@pytest.fixture(scope="session")
-def _exported(_trained_checkpoint, tmp_path_factory):
-    out = tmp_path_factory.mktemp("export") / "tiny"
-    record = _export(_trained_checkpoint / "checkpoint", out, quantize="int8", fp16=True)
-    return out, record
-
 
 def test_export_writes_every_format_with_parity_figures(_exported):
     out, record = _exported
@@ -130,7 +115,7 @@ def test_weights_never_applied_before_to_static_is_caught(tiny_checkpoint, tmp_p
     monkeypatch.setattr(pipeline, "save_static", save_fresh_weights)
     ckpt, _ = tiny_checkpoint
     with pytest.raises(ExportError, match="disagrees with the dynamic graph: paddle: max"):
-        _export(ckpt, tmp_path / "out", formats=("paddle",))
+        export_tiny(ckpt, tmp_path / "out", formats=("paddle",))
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.staging-*"))
 
 
@@ -180,22 +165,22 @@ def test_int8_that_scores_badly_is_marked_unfit():
 def test_bad_inputs_give_one_line_errors_and_no_output(tiny_checkpoint, tmp_path):
     ckpt, _ = tiny_checkpoint
     with pytest.raises(SentiError, match="not a senti checkpoint"):
-        _export(tmp_path, tmp_path / "a")
+        export_tiny(tmp_path, tmp_path / "a")
     bad_vocab = tmp_path / "bad_vocab"
     shutil.copytree(ckpt, bad_vocab)
     with (bad_vocab / layout.VOCAB).open("a", encoding="utf-8") as fh:
         fh.write("额外\n")
     with pytest.raises(SentiError, match=r"vocab.txt has \d+ tokens but the embeddings have \d+ rows"):
-        _export(bad_vocab, tmp_path / "b")
+        export_tiny(bad_vocab, tmp_path / "b")
     blocker = tmp_path / "a_file"
     blocker.write_text("x", encoding="utf-8")
     with pytest.raises(ExportError, match="cannot create"):
-        _export(ckpt, blocker / "out")
+        export_tiny(ckpt, blocker / "out")
     existing = tmp_path / "existing"
     existing.mkdir()
     (existing / "keep.txt").write_text("old", encoding="utf-8")
     with pytest.raises(ExportError, match="already exists; pass --overwrite"):
-        _export(ckpt, existing)
+        export_tiny(ckpt, existing)
     assert (existing / "keep.txt").read_text(encoding="utf-8") == "old"
     with pytest.raises(ExportError, match="formats must be"):
         ExportConfig(model=str(ckpt), output_dir="x", formats=("tensorrt",))
@@ -207,7 +192,7 @@ def test_overwrite_replaces_an_export_and_paddle_2_layout_is_found(tiny_checkpoi
     out = tmp_path / "exp"
     out.mkdir()
     (out / "stale.txt").write_text("old", encoding="utf-8")
-    _export(ckpt, out, formats=("onnx",), overwrite=True)
+    export_tiny(ckpt, out, formats=("onnx",), overwrite=True)
     assert not (out / "stale.txt").exists() and not (out / layout.PADDLE_DIR).exists()
     assert (out / layout.ONNX_FILES["onnx"]).is_file()
     legacy = tmp_path / "legacy"

@@ -1,0 +1,199 @@
+"""`senti serve` as a real process on 127.0.0.1: answers, load, limits, fuzzing, metrics, graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import PARITY
+
+from serving import Predictor
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "test-key-123"
+AUTH = {"X-API-Key": KEY}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running_server(export_dir: Path, *extra: str):
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SENTI_TEST_KEY": KEY}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkit.cli", "serve", "--model", str(export_dir), "--port", str(port),
+         "--backend", "onnx", "--threads", "2", "--api-key-env", "SENTI_TEST_KEY", *extra],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(proc.stdout.read())
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        raise AssertionError("server did not become ready in 60 s")
+    try:
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture(scope="module")
+def server(_exported):
+    out, _ = _exported
+    with running_server(out, "--max-texts", "64", "--max-body-bytes", "65536") as (base, _proc):
+        yield base
+
+
+@pytest.fixture(scope="module")
+def expected(_exported):
+    out, _ = _exported
+    texts = [t for _, t in PARITY]
+    return dict(zip(texts, Predictor.load(out, backend="onnx").predict(texts)))
+
+
+def test_answers_equal_the_in_process_predictor(server, expected):
+    texts = list(expected)[:40]
+    response = httpx.post(f"{server}/v1/predict", json={"texts": texts}, headers=AUTH)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["labels"] == ["negative", "positive"]
+    for text, got in zip(texts, body["predictions"]):
+        want = expected[text]
+        assert got["label"] == want.label and got["score"] == pytest.approx(want.score, abs=1e-5)
+    assert httpx.post(f"{server}/v1/predict", json={"texts": []}, headers=AUTH).json()["predictions"] == []
+
+
+def test_concurrent_load_has_no_errors_and_every_answer_is_right(server, expected):
+    texts = list(expected)
+    clients, total = 32, 2000
+    results = {"ok": 0, "wrong": 0, "errors": []}
+
+    async def client(worker: int):
+        async with httpx.AsyncClient(base_url=server, headers=AUTH, timeout=30) as http:
+            for n in range(worker, total, clients):
+                chosen = [texts[(n * 7 + k) % len(texts)] for k in range(1 + n % 3)]
+                response = await http.post("/v1/predict", json={"texts": chosen})
+                if response.status_code != 200:
+                    results["errors"].append(response.status_code)
+                    continue
+                labels = [p["label"] for p in response.json()["predictions"]]
+                results["ok" if labels == [expected[t].label for t in chosen] else "wrong"] += 1
+
+    async def main():
+        await asyncio.gather(*(client(w) for w in range(clients)))
+
+    started = time.perf_counter()
+    asyncio.run(main())
+    assert results["errors"] == [] and results["wrong"] == 0 and results["ok"] == total
+    assert time.perf_counter() - started < 240
+    metrics = httpx.get(f"{server}/metrics").text
+    batches = [line for line in metrics.splitlines() if line.startswith("senti_batch_size_count")]
+    calls = float(batches[0].split()[-1])
+    assert calls < total, "concurrent requests should share model calls"
+
+
+def test_bad_inputs_get_their_status_and_the_server_keeps_serving(server):
+    post = f"{server}/v1/predict"
+    raw = {"Content-Type": "application/json", **AUTH}
+    assert httpx.post(post, content=b'{"texts": [', headers=raw).status_code == 422
+    assert httpx.post(post, json={"texts": "one string"}, headers=AUTH).status_code == 422
+    assert httpx.post(post, json={"texts": [1, 2]}, headers=AUTH).status_code == 422
+    assert httpx.post(post, json={"texts": ["a"], "extra": 1}, headers=AUTH).status_code == 422
+    assert httpx.post(post, json=["a"], headers=AUTH).status_code == 422
+    too_many = httpx.post(post, json={"texts": ["好"] * 65}, headers=AUTH)
+    assert too_many.status_code == 413 and "at most 64" in too_many.json()["detail"]
+    assert httpx.post(post, json={"texts": ["好" * 40000]}, headers=AUTH).status_code == 413
+    assert httpx.post(post, json={"texts": ["好"]}).status_code == 401
+    assert httpx.post(post, json={"texts": ["好"]}, headers={"X-API-Key": "wrong"}).status_code == 401
+    bearer = httpx.post(post, json={"texts": ["好"]}, headers={"Authorization": f"Bearer {KEY}"})
+    assert bearer.status_code == 200
+    assert httpx.get(f"{server}/healthz").json() == {"status": "ok"}
+    assert httpx.get(f"{server}/readyz").status_code == 200
+    metrics = httpx.get(f"{server}/metrics").text
+    assert 'senti_requests_total{status="401"}' in metrics and 'senti_errors_total{reason="invalid"}' in metrics
+    assert "senti_request_latency_seconds_bucket" in metrics and "senti_queue_depth" in metrics
+    assert "/v1/predict" in httpx.get(f"{server}/openapi.json").json()["paths"]
+
+
+def test_fuzzing_against_the_openapi_schema_finds_no_5xx(server):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    schema = httpx.get(f"{server}/openapi.json").json()
+    assert schema["components"]["schemas"]["PredictRequest"]["required"] == ["texts"]
+    scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=50)
+    anything = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) |
+                            st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+    bodies = (st.fixed_dictionaries({"texts": st.lists(st.text(max_size=200), max_size=70)}) |
+              st.fixed_dictionaries({"texts": anything}) | anything)
+    statuses = []
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(body=bodies)
+    def check(body):
+        response = httpx.post(f"{server}/v1/predict", content=json.dumps(body), timeout=30,
+                              headers={"Content-Type": "application/json", **AUTH})
+        statuses.append(response.status_code)
+        assert response.status_code < 500, (body, response.text)
+
+    check()
+    assert 200 in statuses and 422 in statuses
+    assert httpx.get(f"{server}/readyz").status_code == 200
+
+
+def test_full_queue_answers_503_with_retry_after(_exported):
+    out, _ = _exported
+    with running_server(out, "--max-queue", "8", "--max-wait-ms", "200", "--max-batch-size", "64") as (base, _):
+        async def burst():
+            async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=30) as http:
+                return await asyncio.gather(*(http.post("/v1/predict", json={"texts": ["好"] * 4})
+                                              for _ in range(12)))
+
+        responses = asyncio.run(burst())
+        codes = sorted(r.status_code for r in responses)
+        assert 200 in codes and 503 in codes and set(codes) <= {200, 503}
+        assert all(r.headers["Retry-After"] == "1" for r in responses if r.status_code == 503)
+        assert httpx.post(f"{base}/v1/predict", json={"texts": ["好"]}, headers=AUTH).status_code == 200
+
+
+def test_sigterm_finishes_requests_in_flight(_exported):
+    out, _ = _exported
+    with running_server(out, "--max-wait-ms", "500", "--max-batch-size", "64") as (base, proc):
+        async def in_flight():
+            async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=30) as http:
+                tasks = [asyncio.create_task(http.post("/v1/predict", json={"texts": ["非常好很满意"]}))
+                         for _ in range(6)]
+                await asyncio.sleep(0.2)  # the requests now wait in the batcher
+                proc.send_signal(signal.SIGTERM)
+                return await asyncio.gather(*tasks)
+
+        responses = asyncio.run(in_flight())
+        assert [r.status_code for r in responses] == [200] * 6
+        # uvicorn re-raises SIGTERM once its graceful shutdown is done, so the status names the signal.
+        assert proc.wait(timeout=30) == -signal.SIGTERM

@@ -1,0 +1,203 @@
+"""`serving`: tokenizer parity with ErnieTokenizer, Predictor, the import boundary, and `senti predict`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import PARITY
+
+from serving import Predictor
+from serving.errors import ArtifactError, SentiError
+from serving.tokenizer import FastTokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+EDGE_CASES = [
+    "", "   ", "\t\n ", "這家飯店的服務態度很差勁，環境還可以。", "iPhone 15 Pro Max 256GB 价格6999元 OK!",
+    "好评👍😀🎉 绝了", "（）！？，。：；“”‘’【】《》～￥×", "ＡＢＣ１２３ｆｕｌｌ　ｗｉｄｔｈ", "Café naïve résumé ÀÉÎ",
+    "a\u200bb\u00adc\x00\ufffd", "[UNK] [CLS] 好 [SEP]", "x" * 150, "很好" * 5000, "e\u0301 µ² º 〇 Ø",
+]
+
+
+def _ernie_tokenizer(checkpoint: Path):
+    from paddlenlp.transformers import ErnieTokenizer
+
+    return ErnieTokenizer.from_pretrained(str(checkpoint))
+
+
+def test_fast_tokenizer_matches_ernie_tokenizer_on_edge_cases(tiny_checkpoint):
+    ckpt, _ = tiny_checkpoint
+    slow, fast = _ernie_tokenizer(ckpt), FastTokenizer(ckpt / "vocab.txt")
+    for max_len in (128, 16):
+        expected = [slow(t, max_length=max_len, truncation=True)["input_ids"] for t in EDGE_CASES]
+        assert fast(EDGE_CASES, max_len) == expected
+
+
+def test_fast_tokenizer_matches_ernie_tokenizer_on_chnsenticorp_dev(chnsenticorp, tmp_path):
+    """A vocabulary built from ChnSentiCorp train, tokenizing every dev text (Traditional rows included)."""
+    from paddlenlp.transformers import ErnieTokenizer
+
+    from toolkit.data import load_splits
+    from toolkit.models import build_char_vocab
+
+    splits = load_splits(str(chnsenticorp))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(build_char_vocab([e.text for e in splits.train])) + "\n", encoding="utf-8")
+    slow, fast = ErnieTokenizer(str(vocab)), FastTokenizer(vocab)
+    texts = [e.text for e in splits.dev]
+    expected = [slow(t, max_length=128, truncation=True)["input_ids"] for t in texts]
+    got = fast(texts, 128)
+    mismatched = [t for t, a, b in zip(texts, expected, got) if a != b]
+    assert not mismatched, mismatched[:3]
+    assert len(texts) == 1200
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-opt", "onnx-int8", "paddle"])
+def test_predictor_matches_the_dynamic_graph(_exported, _trained_checkpoint, backend):
+    import paddle
+
+    from export.checkpoint import load_checkpoint
+
+    out, record = _exported
+    texts = [t for _, t in PARITY[:60]]
+    predictor = Predictor.load(out, backend=backend, threads=2)
+    predictions = predictor.predict(texts, batch_size=8)
+    model, tokenizer, _ = load_checkpoint(_trained_checkpoint / "checkpoint")
+    with paddle.no_grad():
+        expected = [model(paddle.to_tensor([tokenizer(t)["input_ids"]])).numpy()[0] for t in texts]
+    probs = np.array([[p.probabilities[lab] for lab in record["labels"]] for p in predictions])
+    want = np.exp(expected) / np.exp(expected).sum(1, keepdims=True)
+    assert np.abs(probs - want).max() < (0.05 if backend == "onnx-int8" else 1e-4)
+    assert [p.label for p in predictions][:5] == [record["labels"][int(np.argmax(e))] for e in expected][:5]
+    assert all(p.score == max(p.probabilities.values()) for p in predictions)
+
+
+def test_order_is_kept_and_long_texts_are_flagged(_exported):
+    out, _ = _exported
+    predictor = Predictor.load(out, backend="onnx")
+    texts = ["非常好很满意" * 80, "太差了", "", "很失望" * 5]
+    batched = predictor.predict(texts, batch_size=2)
+    single = [predictor.predict([t])[0] for t in texts]
+    assert [p.label for p in batched] == [p.label for p in single]
+    assert [p.score for p in batched] == pytest.approx([p.score for p in single], abs=1e-5)
+    assert [p.truncated for p in batched] == [True, False, False, False]
+    assert predictor.predict([]) == []
+    with pytest.raises(TypeError, match="list of texts"):
+        predictor.predict("一个字符串")
+
+
+def test_sliding_window_averages_the_windows(_exported):
+    out, _ = _exported
+    window = Predictor.load(out, backend="onnx", long_text="window", stride=63)
+    text = "太差了很失望" * 60  # 360 tokens: windows of 126 at 0, 63, ..., then one ending at the last token
+    result = window.predict([text])[0]
+    assert result.truncated and result.windows == 5
+    ids = window.tokenizer.encode_batch([text])[0]
+    starts = [0, 63, 126, 189, 234]
+    pieces = [[window.tokenizer.cls_id, *ids[s : s + 126], window.tokenizer.sep_id] for s in starts]
+    logits = np.stack([window.backend(np.array([p]), np.zeros((1, 128), dtype=np.int64))[0] for p in pieces])
+    probs = np.exp(logits.mean(0)) / np.exp(logits.mean(0)).sum()
+    assert [result.probabilities[k] for k in window.labels] == pytest.approx(probs.tolist(), abs=1e-5)
+
+
+def test_bad_exports_and_settings(_exported, tmp_path):
+    out, _ = _exported
+    with pytest.raises(ArtifactError, match="not a senti export"):
+        Predictor.load(tmp_path)
+    with pytest.raises(SentiError, match="unknown backend 'tensorrt'"):
+        Predictor.load(out, backend="tensorrt")
+    with pytest.raises(SentiError, match="long_text must be one of"):
+        Predictor.load(out, long_text="summarize")
+
+
+def test_serving_imports_neither_paddlenlp_nor_toolkit(_exported):
+    """In a process where importing paddlenlp, toolkit or paddle fails, serving still predicts (ONNX)."""
+    out, _ = _exported
+    script = textwrap.dedent(f"""
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("paddlenlp", "toolkit", "paddle", "export"):
+                    raise ImportError("blocked: " + name)
+        sys.meta_path.insert(0, Block())
+        from serving import Predictor
+        p = Predictor.load({str(out)!r}, backend="onnx")
+        print(p.predict(["非常好很满意", "太差了很失望"])[0].label)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "positive"
+
+
+def test_predict_cli_prints_a_table(_exported):
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+
+    out, _ = _exported
+    result = CliRunner().invoke(app, ["predict", "--model", str(out), "--backend", "onnx", "非常好很满意", "太差了很失望"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "非常好很满意" in line or "太差了很失望" in line]
+    assert "positive" in lines[0] and "negative" in lines[1]
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".tsv", ".csv", ".jsonl"])
+def test_predict_file_keeps_every_row_in_order(_exported, tmp_path, suffix):
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+
+    out, _ = _exported
+    texts = [t for _, t in PARITY[:50]]
+    src = tmp_path / f"in{suffix}"
+    bad_lines = {7, 20}
+    with src.open("wb") as fh:
+        if suffix in (".tsv", ".csv"):
+            fh.write(b"id" + (b"\t" if suffix == ".tsv" else b",") + b"text\n")
+        for i, text in enumerate(texts):
+            line_no = i + (2 if suffix in (".tsv", ".csv") else 1)
+            if line_no in bad_lines:
+                fh.write(b"\xff\xfe broken\n" if suffix != ".jsonl" else b'{"text": \n')
+                continue
+            sep = "\t" if suffix == ".tsv" else ","
+            line = {".txt": text, ".jsonl": json.dumps({"id": i, "text": text}, ensure_ascii=False)}.get(
+                suffix, f"{i}{sep}{text}")
+            fh.write(line.encode() + b"\n")
+    dst = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, ["predict", "--model", str(out), "--backend", "onnx", "--input", str(src),
+                                      "--output", str(dst), "--batch-size", "8"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in dst.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == len(texts)
+    first_line = 2 if suffix in (".tsv", ".csv") else 1
+    assert [r["line"] for r in rows] == list(range(first_line, first_line + len(texts)))
+    errors = {r["line"] for r in rows if r["error"]}
+    assert errors == bad_lines and all(r["label"] is None for r in rows if r["error"])
+    expected = Predictor.load(out, backend="onnx").predict([r["text"] for r in rows if not r["error"]])
+    assert [r["label"] for r in rows if not r["error"]] == [p.label for p in expected]
+    assert "2 error rows" in result.output and not list(tmp_path.glob(".out.jsonl.partial"))
+
+
+def test_predict_cli_errors(_exported, tmp_path):
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+
+    out, _ = _exported
+    runner = CliRunner()
+    result = runner.invoke(app, ["predict", "--model", str(out)])
+    assert result.exit_code == 2 and "give texts as arguments or one --input file" in result.output
+    src = tmp_path / "in.csv"
+    src.write_text("body\n好\n", encoding="utf-8")
+    result = runner.invoke(app, ["predict", "--model", str(out), "--input", str(src), "--output",
+                                 str(tmp_path / "o.tsv")])
+    assert result.exit_code == 2 and "no text column" in result.output
+    assert not (tmp_path / "o.tsv").exists() and not (tmp_path / ".o.tsv.partial").exists()
+    result = runner.invoke(app, ["predict", "--model", str(tmp_path), "好"])
+    assert result.exit_code == 2 and "not a senti export" in result.output
+
