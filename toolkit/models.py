@@ -10,12 +10,21 @@ from serving import layout
 from export.checkpoint import load_checkpoint
 from toolkit.errors import SentiError
 
-# Shapes of the from-scratch presets. `scratch:tiny` trains an epoch of ChnSentiCorp in well
-# under 3 minutes on 2 CPU cores; `scratch:small` is the distillation teacher.
-PRESETS: dict[str, dict] = {
-    "scratch:tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
-    "scratch:small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
+# ERNIE shapes by name: layers, hidden size, attention heads, feed-forward size.
+SHAPES: dict[str, tuple[int, int, int, int]] = {
+    "2l-128h": (2, 128, 2, 512),
+    "3l-128h": (3, 128, 2, 512),
+    "4l-256h": (4, 256, 4, 1024),
+    "4l-312h": (4, 312, 12, 1248),  # ernie-3.0-nano-zh
+    "6l-384h": (6, 384, 12, 1536),  # ernie-3.0-micro-zh
+    "6l-768h": (6, 768, 12, 3072),  # ernie-3.0-medium-zh
+    "12l-768h": (12, 768, 12, 3072),  # ernie-3.0-base-zh, ernie-1.0
 }
+# From-scratch presets: random weights, a character vocabulary from the training split.
+# `scratch:tiny` trains an epoch of ChnSentiCorp in about a minute on 2 CPU cores;
+# `scratch:small` is the distillation teacher. Any shape above also works as `scratch:<shape>`.
+PRESETS: dict[str, str] = {"scratch:tiny": "2l-128h", "scratch:small": "4l-256h",
+                           **{f"scratch:{name}": name for name in SHAPES}}
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # [PAD] first: ERNIE's pad_token_id is 0
 
 
@@ -38,9 +47,10 @@ def build_char_vocab(texts, min_freq: int = 1) -> list[str]:
     return SPECIAL_TOKENS + [p for p in pieces if p not in SPECIAL_TOKENS]
 
 
-def ernie_config(preset: str, vocab_size: int, labels: list[str], max_seq_len: int):
+def ernie_config(shape: str, vocab_size: int, labels: list[str], max_seq_len: int):
     from paddlenlp.transformers import ErnieConfig
 
+    layers, hidden, heads, ffn = SHAPES[shape]
     return ErnieConfig(
         vocab_size=vocab_size,
         max_position_embeddings=max(512, max_seq_len),
@@ -49,7 +59,10 @@ def ernie_config(preset: str, vocab_size: int, labels: list[str], max_seq_len: i
         num_labels=len(labels),
         id2label=dict(enumerate(labels)),
         label2id={lab: i for i, lab in enumerate(labels)},
-        **PRESETS[preset],
+        num_hidden_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        intermediate_size=ffn,
     )
 
 
@@ -65,7 +78,8 @@ def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int):
             )
         return model, tokenizer, {"source": "checkpoint", "path": str(Path(spec).resolve())}
     if spec.startswith("scratch:"):
-        raise SentiError(f"unknown preset '{spec}'; choose one of {', '.join(PRESETS)}")
+        raise SentiError(f"unknown preset '{spec}'; choose scratch:tiny, scratch:small or scratch:<shape> "
+                         f"with a shape from {', '.join(SHAPES)}")
     return _load_pretrained(spec, labels)
 
 
@@ -80,8 +94,9 @@ def _build_scratch(preset: str, labels, train_texts, max_seq_len):
     vocab_file.write_text("\n".join(vocab) + "\n", encoding="utf-8")
     tokenizer = ErnieTokenizer(str(vocab_file))
     tokenizer._senti_vocab_folder = folder
-    model = ErnieForSequenceClassification(ernie_config(preset, len(vocab), labels, max_seq_len))
-    return model, tokenizer, {"source": "scratch", "preset": preset, "vocab_size": len(vocab)}
+    shape = PRESETS[preset]
+    model = ErnieForSequenceClassification(ernie_config(shape, len(vocab), labels, max_seq_len))
+    return model, tokenizer, {"source": "scratch", "preset": preset, "shape": shape, "vocab_size": len(vocab)}
 
 
 def _load_pretrained(name: str, labels):

@@ -1,0 +1,44 @@
+"""Models to benchmark: a named ERNIE shape with random weights, or an existing checkpoint, exported once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolkit.models import SHAPES
+
+
+def random_checkpoint(shape: str, out: Path, texts: list[str], labels: list[str], max_seq_len: int = 128) -> Path:
+    """A checkpoint of `shape` with random weights and a character vocabulary from `texts`.
+
+    Speed does not depend on the weights, so benchmarks of shapes need no training; accuracy
+    figures beside them are then chance level, and the report says so.
+    """
+    from export.checkpoint import read_meta
+    from toolkit.checkpoint import save_checkpoint, versions
+    from toolkit.models import build_model
+
+    if (out / "senti.json").is_file():
+        read_meta(out)
+        return out
+    model, tokenizer, source = build_model(f"scratch:{shape}", labels, texts, max_seq_len)
+    meta = {"written_by": "senti bench (random weights)", "labels": labels, "max_seq_len": max_seq_len,
+            "tokenizer": {"class": type(tokenizer).__name__, "vocab_file": "vocab.txt", "do_lower_case": True},
+            "model": source, "versions": versions()}
+    save_checkpoint(model, tokenizer, out, meta)
+    return out
+
+
+def resolve_model(spec: str, work: Path, texts: list[str], labels: list[str], gold: list[str],
+                  quantize: bool = True, say=print) -> tuple[Path, Path, bool]:
+    """(checkpoint, export folder, trained?) for a shape name or a checkpoint folder."""
+    from export.pipeline import ExportConfig, export_model
+
+    trained = spec not in SHAPES
+    checkpoint = Path(spec) if trained else random_checkpoint(spec, work / f"{spec}-checkpoint", texts, labels)
+    export_dir = work / f"{checkpoint.name}-export"
+    if not (export_dir / "export.json").is_file():
+        say(f"exporting {checkpoint} for the benchmark")
+        config = ExportConfig(model=str(checkpoint), output_dir=str(export_dir), quantize="int8" if quantize else None,
+                              overwrite=True)
+        export_model(config, texts[:256], gold[:256], say=lambda _: None)
+    return checkpoint, export_dir, trained
