@@ -16,14 +16,13 @@ def random_checkpoint(shape: str, out: Path, texts: list[str], labels: list[str]
     from export.checkpoint import read_meta
     from toolkit.checkpoint import save_checkpoint, versions
     from toolkit.models import build_model
+    from toolkit.train import checkpoint_meta
 
     if (out / "senti.json").is_file():
         read_meta(out)
         return out
     model, tokenizer, source = build_model(f"scratch:{shape}", labels, texts, max_seq_len)
-    meta = {"written_by": "senti bench (random weights)", "labels": labels, "max_seq_len": max_seq_len,
-            "tokenizer": {"class": type(tokenizer).__name__, "vocab_file": "vocab.txt", "do_lower_case": True},
-            "model": source, "versions": versions()}
+    meta = checkpoint_meta("senti bench (random weights)", labels, max_seq_len, tokenizer, source, versions())
     save_checkpoint(model, tokenizer, out, meta)
     return out
 

@@ -103,7 +103,9 @@ def test_nan_loss_is_reported_not_trained_through(binary_folder, tmp_path, monke
         return model, tokenizer, source
 
     monkeypatch.setattr(train_module, "build_model", poisoned)
-    with pytest.raises(train_module.TrainingDiverged, match="loss became nan at epoch 1, step 1"):
+    from toolkit.loop import TrainingDiverged
+
+    with pytest.raises(TrainingDiverged, match="loss became nan at epoch 1, step 1"):
         train_tiny(tmp_path / "c", binary_folder, epochs=1)
     assert not (tmp_path / "c" / layout.PADDLENLP_WEIGHTS).exists()
 

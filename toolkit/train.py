@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import signal
-import time
 from pathlib import Path
 
 import numpy as np
@@ -12,21 +9,14 @@ import numpy as np
 from serving import layout
 from serving.runtime import configure_runtime
 from serving.batching import pad_batch
-from toolkit.batching import encode_texts, length_bucketed_batches
+from toolkit.batching import encode_texts
 from toolkit.checkpoint import save_checkpoint, versions, write_json_atomic
 from toolkit.config import TrainConfig
 from toolkit.data import load_splits
 from toolkit.errors import SentiError
 from toolkit.evaluate import classification_metrics, predict_logits
+from toolkit.loop import fit, raise_if_interrupted
 from toolkit.models import build_model
-
-
-class TrainingDiverged(SentiError):
-    """The loss became NaN or infinite."""
-
-
-class TrainingInterrupted(SentiError):
-    """SIGINT or SIGTERM arrived; the best checkpoint so far is intact."""
 
 
 def select_device(name: str) -> str:
@@ -64,33 +54,12 @@ def resolve_precision(config: TrainConfig, device: str, say) -> str:
     return "fp16"
 
 
-class _StopFlag:
-    """Turns SIGINT/SIGTERM into a flag checked between steps, so no step is cut in half."""
-
-    def __init__(self):
-        self.signal = None
-        self._old = {}
-
-    def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        self.signal = signal.Signals(signum).name
-
-    def __exit__(self, *exc):
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-
 def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     """Train per `config`, keep the best dev checkpoint in `config.output_dir`, return the metrics."""
     runtime = configure_runtime(config.threads)
     import paddle
     import paddle.distributed as dist
     import paddle.nn.functional as F
-    from paddlenlp.transformers import LinearDecayWithWarmup
 
     out = Path(config.output_dir)
     world, rank = dist.get_world_size(), dist.get_rank()
@@ -101,7 +70,6 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     splits = load_splits(config.dataset, text_column=config.text_column,
                          label_column=config.label_column, seed=config.seed)
     paddle.seed(config.seed)
-    rng = np.random.default_rng(config.seed)
     model, tokenizer, source = build_model(
         config.model, splits.labels, [e.text for e in splits.train], config.max_seq_len
     )
@@ -118,126 +86,50 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
             f"empty texts skipped: {sum(splits.skipped_empty.values())}")
     precision = resolve_precision(config, device, say if main_process else (lambda _: None))
 
-    steps_per_epoch = len(train_ids) // config.batch_size // world or 1
-    total_steps = config.epochs * steps_per_epoch
-    if config.max_steps:
-        total_steps = min(total_steps, config.max_steps)
-    schedule = LinearDecayWithWarmup(config.lr, total_steps, config.warmup)
-    no_decay = {p.name for n, p in model.named_parameters() if "bias" in n or "norm" in n}
-    optimizer = paddle.optimizer.AdamW(
-        learning_rate=schedule, parameters=model.parameters(), weight_decay=config.weight_decay,
-        apply_decay_param_fun=lambda name: name not in no_decay,
-        grad_clip=paddle.nn.ClipGradByGlobalNorm(config.max_grad_norm),
-    )
-    scaler = paddle.amp.GradScaler(init_loss_scaling=config.init_loss_scaling) if precision == "fp16" else None
-    amp_dtype = "bfloat16" if precision == "bf16" else "float16"  # ignored when AMP is off
     net = paddle.DataParallel(model) if world > 1 else model
-
     metrics = {
         "written_by": "senti train", "model": source, "device": device, "world_size": world,
         "precision": precision, "amp_requested": config.amp, "versions": versions(),
-        "runtime": runtime, "data": data_stats, "epochs": [], "evaluations": [], "step_losses": [],
-        "best": None, "interrupted": None, "stopped_early": False,
+        "runtime": runtime, "data": data_stats,
     }
     if main_process:
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / layout.TRAIN_CONFIG, config.to_json())
-    meta = {
-        "written_by": "senti train", "labels": splits.labels, "max_seq_len": config.max_seq_len,
+    meta = checkpoint_meta("senti train", splits.labels, config.max_seq_len, tokenizer, source, metrics["versions"])
+
+    def loss_fn(index):
+        input_ids, token_type_ids = pad_batch(train_ids, index)
+        logits = net(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids))
+        return F.cross_entropy(logits.astype("float32"), paddle.to_tensor(train_y[index])), None
+
+    def evaluate(epoch: int, step: int) -> dict:
+        result = classification_metrics(dev_y, predict_logits(model, dev_ids).argmax(1), splits.labels)
+        return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"]}
+
+    def save(record: dict) -> None:
+        save_checkpoint(model, tokenizer, out, {**meta, "dev": record, "precision": precision})
+
+    fit(net, model, config, [len(e) for e in train_ids], loss_fn, evaluate, save, precision, metrics,
+        say=say if main_process else (lambda _: None), progress=progress)
+    if main_process:
+        finish_run(out, metrics)
+    raise_if_interrupted(metrics, out)
+    return metrics
+
+
+def checkpoint_meta(written_by: str, labels, max_seq_len: int, tokenizer, source: dict, versions: dict) -> dict:
+    """The senti.json content of a checkpoint (the dev record is added at each save)."""
+    return {
+        "written_by": written_by, "labels": labels, "max_seq_len": max_seq_len,
         "tokenizer": {"class": type(tokenizer).__name__, "vocab_file": layout.VOCAB,
                       "do_lower_case": bool(getattr(tokenizer, "do_lower_case", True))},
-        "model": source, "versions": metrics["versions"],
+        "model": source, "versions": versions,
     }
 
-    def evaluate_and_keep_best(epoch: int, step: int) -> bool:
-        """Evaluate on dev; save if best. Every rank evaluates, so early-stop decisions agree."""
-        result = classification_metrics(dev_y, predict_logits(model, dev_ids).argmax(1), splits.labels)
-        record = {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"],
-                  "dev_macro_f1": result["macro_f1"]}
-        metrics["evaluations"].append(record)
-        best = metrics["best"]
-        improved = best is None or (record["dev_accuracy"], record["dev_macro_f1"]) > (
-            best["dev_accuracy"], best["dev_macro_f1"])
-        if improved:
-            metrics["best"] = record
-            if main_process:
-                save_checkpoint(model, tokenizer, out, {**meta, "dev": record, "precision": precision})
-        if main_process:
-            say(f"epoch {epoch} step {step}: dev accuracy {record['dev_accuracy']:.4f}, "
-                f"macro-F1 {record['dev_macro_f1']:.4f}{'  (best, saved)' if improved else ''}")
-        return improved
 
-    step, stale = 0, 0
-    with _StopFlag() as stop:
-        for epoch in range(1, config.epochs + 1):
-            batches = length_bucketed_batches([len(e) for e in train_ids], config.batch_size, rng)
-            batches = batches[: steps_per_epoch * world][rank::world]
-            net.train()
-            started, samples, tokens, losses, stopped = time.perf_counter(), 0, 0, [], False
-            task = progress.add_task(f"epoch {epoch}", total=len(batches)) if progress and main_process else None
-            for index in batches:
-                input_ids, token_type_ids = pad_batch(train_ids, index)
-                labels = paddle.to_tensor(train_y[index])
-                with paddle.amp.auto_cast(enable=precision != "fp32", dtype=amp_dtype, level="O1"):
-                    logits = net(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids))
-                loss = F.cross_entropy(logits.astype("float32"), labels)
-                loss_value = float(loss)
-                if not math.isfinite(loss_value):
-                    raise TrainingDiverged(
-                        f"loss became {loss_value} at epoch {epoch}, step {step + 1} ({precision}); "
-                        f"lower --lr{' or train without --amp' if precision != 'fp32' else ''}. "
-                        f"The best checkpoint so far is kept in {out}"
-                    )
-                if scaler:
-                    scaler.scale(loss).backward()
-                    scaler.minimize(optimizer, scaler.scale(loss))
-                else:
-                    loss.backward()
-                    optimizer.step()
-                optimizer.clear_grad()
-                schedule.step()
-                step += 1
-                samples += len(index)
-                tokens += int(sum(len(train_ids[i]) for i in index))
-                losses.append(loss_value)
-                metrics["step_losses"].append(loss_value)
-                if task is not None:
-                    progress.update(task, advance=1, description=f"epoch {epoch} loss {loss_value:.3f}")
-                if config.eval_every and step % config.eval_every == 0:
-                    stale = 0 if evaluate_and_keep_best(epoch, step) else stale + 1
-                if stop.signal or (config.max_steps and step >= config.max_steps) or (
-                        config.early_stop and stale >= config.early_stop):
-                    stopped = True
-                    break
-            wall = time.perf_counter() - started
-            if task is not None:
-                progress.remove_task(task)
-            if stop.signal:
-                metrics["interrupted"] = {"signal": stop.signal, "epoch": epoch, "step": step}
-                break
-            if not config.eval_every:
-                stale = 0 if evaluate_and_keep_best(epoch, step) else stale + 1
-            last = metrics["evaluations"][-1] if metrics["evaluations"] else {}
-            metrics["epochs"].append({
-                "epoch": epoch, "steps": len(losses), "wall_seconds": wall,
-                "train_samples_per_s": samples * world / wall, "train_tokens_per_s": tokens * world / wall,
-                "train_loss": float(np.mean(losses)) if losses else None,
-                "dev_accuracy": last.get("dev_accuracy"), "dev_macro_f1": last.get("dev_macro_f1"),
-            })
-            if config.early_stop and stale >= config.early_stop:
-                metrics["stopped_early"] = True
-                say(f"early stop: no dev improvement in {stale} evaluations")
-                break
-            if stopped:
-                break
+def finish_run(out: Path, metrics: dict) -> None:
+    """metrics.json and the curves PNG, also after an interruption."""
+    from toolkit.plots import plot_training_curves
 
-    if main_process:
-        write_json_atomic(out / layout.METRICS, metrics)
-        from toolkit.plots import plot_training_curves
-
-        plot_training_curves(metrics, out / layout.CURVES_PNG)
-    if metrics["interrupted"]:
-        kept = f"best checkpoint (step {metrics['best']['step']}) kept in {out}" if metrics["best"] else \
-            "no checkpoint had been saved yet"
-        raise TrainingInterrupted(f"training interrupted by {stop.signal} at step {step}; {kept}")
-    return metrics
+    write_json_atomic(out / layout.METRICS, metrics)
+    plot_training_curves(metrics, out / layout.CURVES_PNG)

@@ -1,0 +1,94 @@
+"""`senti distill`: losses, cached teacher logits, extra texts, layer init, outputs, and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from conftest import EMOTIONS, export_tiny, synthetic_rows, write_folder
+
+from serving import layout
+from toolkit.distill import DISTILL_META, DistillConfig, layer_map, run_distillation
+from toolkit.errors import SentiError
+
+
+def _distill(teacher, data, out, **overrides):
+    settings = dict(teacher=str(teacher), student="3l-128h", dataset=str(data), output_dir=str(out), epochs=2,
+                    batch_size=16, lr=1e-3, device="cpu", seed=3)
+    settings.update(overrides)
+    return run_distillation(DistillConfig(**settings), say=lambda _: None)
+
+
+def test_distilled_student_is_an_ordinary_checkpoint_with_a_report(tiny_checkpoint, tmp_path, monkeypatch):
+    import toolkit.distill as distill
+
+    ckpt, data = tiny_checkpoint
+    calls = []
+    real = distill.predict_logits
+    monkeypatch.setattr(distill, "predict_logits", lambda model, ids, **kw: calls.append(len(ids)) or
+                        real(model, ids, **kw))
+    extra = tmp_path / "extra.txt"
+    dev_text = (data / "dev.tsv").read_text(encoding="utf-8").splitlines()[1].split("\t", 1)[1]
+    extra.write_text("\n".join([t for _, t in synthetic_rows(100, seed=9)] + [dev_text]) + "\n", encoding="utf-8")
+    out = tmp_path / "student"
+    report = _distill(ckpt, data, out, extra_texts=str(extra))
+    assert json.loads((out / DISTILL_META).read_text(encoding="utf-8")) == report
+    # Teacher logits for the 600 train rows + extras: once, not once per epoch.
+    assert calls.count(600 + report["extra_texts"]["used"]) == 1
+    assert report["extra_texts"]["used"] <= 100 and report["extra_texts"]["excluded_dev_test_or_duplicate"] >= 1
+    assert report["student"]["parameters"] < report["teacher"]["parameters"] * 2
+    assert 0 < report["student"]["dev_accuracy"] <= 1 and "test_accuracy" in report["student"]
+    assert report["student"]["kept_of_teacher_accuracy"] == pytest.approx(
+        report["student"]["dev_accuracy"] / report["teacher"]["dev_accuracy"])
+    metrics = json.loads((out / layout.METRICS).read_text(encoding="utf-8"))
+    assert {"soft", "hard"} <= set(metrics["step_terms"][0])
+
+    from paddlenlp.transformers import AutoModelForSequenceClassification
+
+    student = AutoModelForSequenceClassification.from_pretrained(str(out))
+    assert student.config.num_hidden_layers == 3 and student.config.hidden_size == 128
+    record = export_tiny(out, tmp_path / "student-export", formats=("onnx",))
+    assert record["formats"]["onnx"]["parity"]["fit"]
+
+
+def test_hidden_loss_and_init_from_teacher(tiny_checkpoint, tmp_path):
+    import paddle
+
+    from export.checkpoint import load_checkpoint
+    from toolkit.distill import build_student
+
+    ckpt, data = tiny_checkpoint
+    teacher, _, meta = load_checkpoint(ckpt)
+    student, source = build_student("2l-128h", teacher, ckpt, meta["labels"], 128, init_from_teacher=True)
+    assert source["init_layers"] == [0, 1]
+    student.eval()  # dropout off, as the teacher is
+    ids = paddle.to_tensor([[2, 10, 11, 3]])
+    np.testing.assert_allclose(student(ids).numpy(), teacher(ids).numpy(), atol=1e-5)
+    report = _distill(ckpt, data, tmp_path / "s", student="2l-128h", init_from_teacher=True, hidden_loss=True,
+                      max_steps=6)
+    terms = json.loads((tmp_path / "s" / layout.METRICS).read_text(encoding="utf-8"))["step_terms"]
+    assert len(terms) == 6 and all(t["hidden"] >= 0 for t in terms)
+    assert report["student"]["model"]["init_layers"] == [0, 1]
+    assert layer_map(3, 12) == [(0, 0), (1, 4), (2, 8), (3, 12)]
+
+
+def test_bad_inputs_are_one_line_errors(tiny_checkpoint, tmp_path):
+    ckpt, data = tiny_checkpoint
+    with pytest.raises(SentiError, match="not a senti checkpoint"):
+        _distill(tmp_path, data, tmp_path / "a")
+    emotions = write_folder(tmp_path / "emo", synthetic_rows(60, EMOTIONS), synthetic_rows(12, EMOTIONS))
+    with pytest.raises(SentiError, match="teacher labels .* differ from the dataset's"):
+        _distill(ckpt, emotions, tmp_path / "b")
+    with pytest.raises(SentiError, match="--init-from-teacher needs a student no wider or deeper"):
+        _distill(ckpt, data, tmp_path / "c", student="4l-256h", init_from_teacher=True)
+    other = tmp_path / "other_vocab"
+    shutil.copytree(ckpt, other)
+    vocab = (other / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    vocab[10], vocab[11] = vocab[11], vocab[10]
+    (other / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    with pytest.raises(SentiError, match="different vocabulary from the teacher's"):
+        _distill(ckpt, data, tmp_path / "d", student=str(other))
+    with pytest.raises(SentiError, match="alpha must be in"):
+        DistillConfig(teacher="t", student="s", dataset="d", output_dir="o", alpha=2)

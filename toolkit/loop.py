@@ -1,0 +1,175 @@
+"""The training loop shared by `senti train` and `senti distill`: only the loss differs between them.
+
+AdamW with linear warmup and decay, global-norm clipping, optional AMP with a GradScaler,
+length-bucketed batches split across data-parallel workers, evaluation with best-checkpoint
+saving and early stopping, NaN detection, and a clean stop on SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+
+import numpy as np
+
+from toolkit.batching import length_bucketed_batches
+from toolkit.errors import SentiError
+
+
+class TrainingDiverged(SentiError):
+    """The loss became NaN or infinite."""
+
+
+class TrainingInterrupted(SentiError):
+    """SIGINT or SIGTERM arrived; the best checkpoint so far is intact."""
+
+
+class StopFlag:
+    """Turns SIGINT/SIGTERM into a flag checked between steps, so no step is cut in half."""
+
+    def __init__(self):
+        self.signal = None
+        self._old = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.signal = signal.Signals(signum).name
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def make_optimizer(named_parameters: list, config, total_steps: int):
+    """AdamW (no decay on biases and norms) under a linear warmup-then-decay schedule."""
+    import paddle
+    from paddlenlp.transformers import LinearDecayWithWarmup
+
+    schedule = LinearDecayWithWarmup(config.lr, total_steps, config.warmup)
+    no_decay = {p.name for n, p in named_parameters if "bias" in n or "norm" in n}
+    optimizer = paddle.optimizer.AdamW(
+        learning_rate=schedule, parameters=[p for _, p in named_parameters], weight_decay=config.weight_decay,
+        apply_decay_param_fun=lambda name: name not in no_decay,
+        grad_clip=paddle.nn.ClipGradByGlobalNorm(config.max_grad_norm),
+    )
+    return optimizer, schedule
+
+
+def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, metrics: dict,
+        say=print, progress=None, extra_parameters=()) -> dict:
+    """Train `net` (`model`, maybe wrapped in DataParallel) and fill `metrics`; returns it.
+
+    `loss_fn(index)` runs the forward pass for the examples in `index` and returns
+    (loss tensor, {term: float}); `evaluate(epoch, step)` returns a dev record with
+    `dev_accuracy` and `dev_macro_f1`; `save(record)` keeps the checkpoint (main process only).
+    `extra_parameters` are (name, parameter) pairs that train too (distillation projections).
+    """
+    import paddle
+    import paddle.distributed as dist
+
+    world, rank = dist.get_world_size(), dist.get_rank()
+    main_process = rank == 0
+    rng = np.random.default_rng(config.seed)
+    steps_per_epoch = len(lengths) // config.batch_size // world or 1
+    total_steps = config.epochs * steps_per_epoch
+    if config.max_steps:
+        total_steps = min(total_steps, config.max_steps)
+    optimizer, schedule = make_optimizer(list(model.named_parameters()) + list(extra_parameters), config,
+                                         total_steps)
+    scaler = paddle.amp.GradScaler(init_loss_scaling=config.init_loss_scaling) if precision == "fp16" else None
+    amp_dtype = "bfloat16" if precision == "bf16" else "float16"  # ignored when AMP is off
+    metrics.update(epochs=[], evaluations=[], step_losses=[], step_terms=[], best=None, interrupted=None,
+                   stopped_early=False)
+
+    def evaluate_and_keep_best(epoch: int, step: int) -> bool:
+        record = evaluate(epoch, step)  # every rank evaluates, so early-stop decisions agree
+        metrics["evaluations"].append(record)
+        best = metrics["best"]
+        improved = best is None or (record["dev_accuracy"], record["dev_macro_f1"]) > (
+            best["dev_accuracy"], best["dev_macro_f1"])
+        if improved:
+            metrics["best"] = record
+            if main_process:
+                save(record)
+        if main_process:
+            say(f"epoch {epoch} step {step}: dev accuracy {record['dev_accuracy']:.4f}, "
+                f"macro-F1 {record['dev_macro_f1']:.4f}{'  (best, saved)' if improved else ''}")
+        return improved
+
+    step, stale = 0, 0
+    with StopFlag() as stop:
+        for epoch in range(1, config.epochs + 1):
+            batches = length_bucketed_batches(lengths, config.batch_size, rng)
+            batches = batches[: steps_per_epoch * world][rank::world]
+            net.train()
+            started, samples, tokens, losses, stopped = time.perf_counter(), 0, 0, [], False
+            task = progress.add_task(f"epoch {epoch}", total=len(batches)) if progress and main_process else None
+            for index in batches:
+                with paddle.amp.auto_cast(enable=precision != "fp32", dtype=amp_dtype, level="O1"):
+                    loss, terms = loss_fn(index)
+                loss_value = float(loss)
+                if not math.isfinite(loss_value):
+                    raise TrainingDiverged(
+                        f"loss became {loss_value} at epoch {epoch}, step {step + 1} ({precision}); "
+                        f"lower --lr{' or train without --amp' if precision != 'fp32' else ''}. "
+                        f"The best checkpoint so far is kept in {config.output_dir}"
+                    )
+                if scaler:
+                    scaled = scaler.scale(loss)
+                    scaled.backward()
+                    scaler.minimize(optimizer, scaled)
+                else:
+                    loss.backward()
+                    optimizer.step()
+                optimizer.clear_grad()
+                schedule.step()
+                step += 1
+                samples += len(index)
+                tokens += int(sum(lengths[i] for i in index))
+                losses.append(loss_value)
+                metrics["step_losses"].append(loss_value)
+                if terms:
+                    metrics["step_terms"].append(terms)
+                if task is not None:
+                    progress.update(task, advance=1, description=f"epoch {epoch} loss {loss_value:.3f}")
+                if config.eval_every and step % config.eval_every == 0:
+                    stale = 0 if evaluate_and_keep_best(epoch, step) else stale + 1
+                if stop.signal or (config.max_steps and step >= config.max_steps) or (
+                        config.early_stop and stale >= config.early_stop):
+                    stopped = True
+                    break
+            wall = time.perf_counter() - started
+            if task is not None:
+                progress.remove_task(task)
+            if stop.signal:
+                metrics["interrupted"] = {"signal": stop.signal, "epoch": epoch, "step": step}
+                break
+            if not config.eval_every:
+                stale = 0 if evaluate_and_keep_best(epoch, step) else stale + 1
+            last = metrics["evaluations"][-1] if metrics["evaluations"] else {}
+            metrics["epochs"].append({
+                "epoch": epoch, "steps": len(losses), "wall_seconds": wall,
+                "train_samples_per_s": samples * world / wall, "train_tokens_per_s": tokens * world / wall,
+                "train_loss": float(np.mean(losses)) if losses else None,
+                "dev_accuracy": last.get("dev_accuracy"), "dev_macro_f1": last.get("dev_macro_f1"),
+            })
+            if config.early_stop and stale >= config.early_stop:
+                metrics["stopped_early"] = True
+                say(f"early stop: no dev improvement in {stale} evaluations")
+                break
+            if stopped:
+                break
+    return metrics
+
+
+def raise_if_interrupted(metrics: dict, out) -> None:
+    if metrics["interrupted"]:
+        best = metrics["best"]
+        kept = f"best checkpoint (step {best['step']}) kept in {out}" if best else "no checkpoint had been saved yet"
+        raise TrainingInterrupted(f"training interrupted by {metrics['interrupted']['signal']} at step "
+                                  f"{metrics['interrupted']['step']}; {kept}")
