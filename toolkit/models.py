@@ -23,7 +23,7 @@ SHAPES: dict[str, tuple[int, int, int, int]] = {
 # From-scratch presets: random weights, a character vocabulary from the training split.
 # `scratch:tiny` trains an epoch of ChnSentiCorp in about a minute on 2 CPU cores;
 # `scratch:small` is the distillation teacher. Any shape above also works as `scratch:<shape>`.
-PRESETS: dict[str, str] = {"scratch:tiny": "2l-128h", "scratch:small": "4l-256h",
+PRESETS: dict[str, str] = {"scratch:tiny": "2l-128h", "scratch:small": "4l-312h",
                            **{f"scratch:{name}": name for name in SHAPES}}
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # [PAD] first: ERNIE's pad_token_id is 0
 

@@ -1,0 +1,95 @@
+"""`senti bench`: a seconds-long run of every suite on a tiny shape; schema, finiteness, report, compare."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import pytest
+from conftest import synthetic_rows, write_folder
+
+from benchmarks.flops import forward_flops, training_flops
+from benchmarks.run import BenchConfig, run_bench
+
+
+def _numbers(value):
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, (int, float)):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _numbers(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _numbers(v)
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bench")
+    data = write_folder(root / "data", synthetic_rows(300, seed=1), synthetic_rows(80, seed=2))
+    out = root / "cpu"
+    run_bench(BenchConfig(target="cpu", output_dir=str(out), model="2l-128h", dataset=str(data),
+                          batch_sizes=(8, 16), quick=True, threads=2), say=lambda _: None)
+    return out
+
+
+def test_every_suite_is_recorded_with_positive_finite_numbers(bench_run):
+    data = json.loads((bench_run / "results.json").read_text(encoding="utf-8"))
+    suites = {r["suite"] for r in data["records"]}
+    assert {"ceiling", "train", "train_limit", "infer", "serve", "peer"} <= suites
+    assert data["environment"]["omp_num_threads"] == "2" and data["environment"]["cpu_model"]
+    for record in data["records"]:
+        assert record["threads"] == "2" and record["device_name"]
+        if record["suite"] == "train_limit":
+            continue
+        for number in _numbers({k: v for k, v in record.items() if k not in ("max_abs_logit_diff_vs_first",)}):
+            assert math.isfinite(number) and number >= 0, record
+    train = [r for r in data["records"] if r["suite"] == "train"]
+    assert {(r["mode"], r["batch_size"]) for r in train} == {(m, b) for m in ("dynamic", "to_static") for b in (8, 16)}
+    assert all(r["samples_per_s"] > 0 and r["epoch_extrapolated"] and 0 < r["fraction_of_ceiling"] < 1 for r in train)
+    infer = [r for r in data["records"] if r["suite"] == "infer"]
+    assert {r["backend"] for r in infer} == {"dynamic", "paddle-onednn", "paddle-plain", "onnx", "onnx-opt", "onnx-int8"}
+    assert all(0 < r["fraction_of_ceiling"] < 1 and r["tokenizer_ms_per_text"] > 0 for r in infer)
+    serve = next(r for r in data["records"] if r["suite"] == "serve")
+    assert serve["server"]["errors"] == 0 and serve["server_over_in_process"] > 0
+
+
+def test_report_and_plots(bench_run):
+    report = (bench_run / "report.md").read_text(encoding="utf-8")
+    for heading in ("## Training", "## Inference", "## Serving", "## Peer"):
+        assert heading in report
+    assert "senti bench --target cpu" in report
+    for plot in ("throughput.png", "latency.png"):
+        assert (bench_run / plot).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_compare_merges_runs_with_prices(bench_run, tmp_path):
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+
+    other = tmp_path / "other"
+    shutil.copytree(bench_run, other)
+    result = CliRunner().invoke(app, ["bench", "compare", str(bench_run), str(other), "--price", "other=2.5"])
+    assert result.exit_code == 0, result.output
+    assert "1.00x" in result.output and "other $/epoch" in result.output
+    result = CliRunner().invoke(app, ["bench", "--target", "cpu"])
+    assert result.exit_code == 2 and "needs --target" in result.output
+
+
+def test_flop_count_by_hand():
+    # One layer, hidden 2, ffn 4, 3 tokens: 3*(4*4 + 2*2*4) + 2*9*2 = 132 per layer, + 4 pooler, x2.
+    assert forward_flops(3, layers=1, hidden=2, ffn=4) == 2 * (132 + 4)
+    assert training_flops(3, layers=1, hidden=2, ffn=4) == 3 * forward_flops(3, layers=1, hidden=2, ffn=4)
+
+
+def test_invalid_settings():
+    from toolkit.errors import SentiError
+
+    with pytest.raises(SentiError, match="target must be cpu or gpu"):
+        BenchConfig(target="tpu", output_dir="x")
+    with pytest.raises(SentiError, match="suite must be one of"):
+        BenchConfig(target="cpu", output_dir="x", suite="everything")
