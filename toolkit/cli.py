@@ -42,8 +42,15 @@ class Split(str, Enum):
     test = "test"
 
 
+def say(message: str) -> None:
+    """Progress lines from the library: printed as they are (their brackets are not rich markup)."""
+    console.print(message, markup=False, highlight=False)
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)  # "[scale]" is no markup
     return typer.Exit(code=code)
 
 
@@ -93,7 +100,7 @@ def train(
             quiet_libraries()
             columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
             with Progress(*columns, console=console, transient=True) as progress:
-                metrics = run_training(config, say=console.print, progress=progress)
+                metrics = run_training(config, say=say, progress=progress)
     except SentiError as err:
         from toolkit.loop import TrainingInterrupted
 
@@ -211,7 +218,7 @@ def distill(
         quiet_libraries()
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
         with Progress(*columns, console=console, transient=True) as progress:
-            report = run_distillation(config, say=console.print, progress=progress)
+            report = run_distillation(config, say=say, progress=progress)
     except SentiError as err:
         from toolkit.loop import TrainingInterrupted
 
@@ -265,7 +272,7 @@ def export_cmd(
 
         read_meta(model)  # a folder that is not a checkpoint fails here, before any data is read
         texts, gold = _parity_texts(model, dataset, parity_samples)
-        record = export_model(config, texts, gold, say=console.print)
+        record = export_model(config, texts, gold, say=say)
     except SentiError as err:
         raise fail(str(err)) from None
     table = Table(title=f"export parity on {record['parity_texts']} dev texts (reference accuracy "
@@ -324,8 +331,9 @@ class Engine(str, Enum):
 def predict(
     model: Annotated[Path, typer.Option(help="Export folder written by senti export.")],
     texts: Annotated[Optional[list[str]], typer.Argument(help="Texts to score (or use --input).")] = None,
-    input: Annotated[Optional[Path], typer.Option(help="File to score: .txt (a text a line), .tsv, .csv, .jsonl.",
-                                                  exists=True, dir_okay=False)] = None,
+    input: Annotated[Optional[str], typer.Option(
+        help="File to score: .txt (a text a line), .tsv, .csv, .jsonl; with --engine ray also .parquet, "
+             "a folder or a glob.")] = None,
     output: Annotated[Optional[Path], typer.Option(help="Where to write predictions: .jsonl, .tsv or .csv.")] = None,
     backend: Annotated[Backend, typer.Option(help="Runtime and format.")] = Backend.auto,
     device: Annotated[str, typer.Option(help="cpu or gpu.")] = "cpu",
@@ -335,14 +343,23 @@ def predict(
         LongText.truncate,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of a .tsv/.csv/.jsonl input.")] = None,
     engine: Annotated[Engine, typer.Option(help="local: stream on this machine; ray: Ray Data.")] = Engine.local,
+    address: Annotated[Optional[str], typer.Option(help="Ray cluster (auto, ray://HOST:PORT); default: a local "
+                                                        "Ray on this machine's cores.")] = None,
+    actors: Annotated[Optional[int], typer.Option(help="Ray actors, each with its own Predictor.")] = None,
+    threads_per_actor: Annotated[Optional[int], typer.Option(help="Threads per Ray actor.")] = None,
+    id_column: Annotated[Optional[str], typer.Option(help="Id column carried to the output (Ray); default: "
+                                                          "the row's position.")] = None,
 ):
     """Score texts with an exported model: a table for a few texts, a streamed file for many."""
     if engine is Engine.ray:
-        raise fail("--engine ray is not available yet in this version; use --engine local")
+        return _predict_ray(model, input, output, address, actors, threads_per_actor, batch_size,
+                            text_column or "text", id_column, backend.value)
     if bool(texts) == bool(input):
         raise fail("give texts as arguments or one --input file (not both, not neither)")
     if input and not output:
         raise fail("--input needs --output (a .jsonl, .tsv or .csv file)")
+    if input and not Path(input).is_file():
+        raise fail(f"--input {input}: no such file")
     from serving import Predictor
 
     try:
@@ -351,7 +368,7 @@ def predict(
         if texts:
             results = predictor.predict(texts, batch_size=batch_size)
         else:
-            counts = _predict_file(predictor, input, output, batch_size, text_column)
+            counts = _predict_file(predictor, Path(input), output, batch_size, text_column)
     except (SentiError, ValueError) as err:
         raise fail(str(err)) from None
     if texts:
@@ -360,7 +377,9 @@ def predict(
         table.add_column("label")
         table.add_column("confidence", justify="right")
         for text, p in zip(texts, results):
-            table.add_row(text if len(text) <= 60 else text[:57] + "...", p.label,
+            from rich.markup import escape
+
+            table.add_row(escape(text if len(text) <= 60 else text[:57] + "..."), escape(p.label),
                           f"{p.score:.4f}" + (" (cut)" if p.truncated else ""))
         console.print(table)
         return
@@ -370,6 +389,23 @@ def predict(
         lines = ", ".join(map(str, counts["error_lines"][:20]))
         more = "" if counts["errors"] <= 20 else f" and {counts['errors'] - 20} more"
         err_console.print(f"[yellow]unreadable rows at lines {lines}{more}; written with their error[/]")
+
+
+def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_size, text_column, id_column,
+                 backend):
+    if source is None or dest is None:
+        raise fail("--engine ray needs --input (file, folder or glob) and --output (.parquet or .jsonl)")
+    from serving.ray_predict import predict_with_ray
+
+    try:
+        result = predict_with_ray(model, str(source), str(dest), address=address, actors=actors,
+                                  threads_per_actor=threads_per_actor, batch_size=batch_size,
+                                  text_column=text_column, id_column=id_column, backend=backend)
+    except SentiError as err:
+        raise fail(str(err)) from None
+    console.print(f"{result['rows_in']} rows in, {result['rows_out']} rows out ({result['errors']} error rows) "
+                  f"-> {dest}; {result['actors']} actors x {result['threads_per_actor']} threads; "
+                  f"Ray start-up {result['ray_startup_s']:.1f} s, total {result['total_s']:.1f} s")
 
 
 def _predict_file(predictor, src: Path, dst: Path, batch_size: int, text_column: str | None) -> dict:
@@ -479,7 +515,7 @@ def bench(
 
         configure_runtime(threads)
         quiet_libraries()
-        run_bench(config, say=console.print)
+        run_bench(config, say=say)
     except ValueError as err:
         raise fail(f"--batch-sizes: {err}") from None
     except SentiError as err:

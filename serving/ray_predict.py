@@ -1,0 +1,183 @@
+"""`senti predict --engine ray`: the same Predictor, run by Ray Data over Parquet, JSONL or CSV.
+
+Ray Data reads, `map_batches` scores with one `Predictor` per actor (loaded once, in the
+actor's constructor), and Ray Data writes. Distributed output has no input order, so every
+row carries an id: the input's id column, or the row's position in the input when it has none.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from serving.errors import SentiError
+
+INSTALL_HINT = "--engine ray needs Ray Data: pip install 'senti[scale]'"
+READ_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
+
+
+class ScoreBatch:
+    """Ray Data callable class: one Predictor per actor, reused for every batch it receives."""
+
+    def __init__(self, export_dir: str, backend: str, threads: int, text_column: str, id_column: str,
+                 batch_size: int):
+        from serving.predictor import Predictor
+
+        self.predictor = Predictor.load(export_dir, backend=backend, threads=threads)
+        self.text_column, self.id_column, self.batch_size = text_column, id_column, batch_size
+        self.labels = self.predictor.labels
+
+    def __call__(self, batch: dict) -> dict:
+        texts = list(batch[self.text_column]) if self.text_column in batch else [None] * len(batch[self.id_column])
+        # A block whose values are all null arrives as float NaN, so only strings count as errors or texts.
+        parsed = batch.get("_error", [None] * len(texts))
+        errors = [e if isinstance(e, str) else None for e in parsed]
+        ids = batch[self.id_column]
+        for i, text in enumerate(texts):
+            if errors[i] is None and (ids[i] is None or (isinstance(ids[i], float) and np.isnan(ids[i]))):
+                errors[i] = f"missing '{self.id_column}'"
+            if errors[i] is None and not isinstance(text, str):
+                missing = text is None or (isinstance(text, float) and np.isnan(text))
+                errors[i] = f"'{self.text_column}' is " + ("missing" if missing else type(text).__name__)
+        good = [i for i, e in enumerate(errors) if e is None]
+        predictions = dict(zip(good, self.predictor.predict([texts[i] for i in good], batch_size=self.batch_size)))
+        n = len(texts)
+        out = {
+            "id": np.asarray([None if v is None else str(v) for v in ids], dtype=object),
+            "label": np.asarray([predictions[i].label if i in predictions else None for i in range(n)], dtype=object),
+            "score": np.asarray([predictions[i].score if i in predictions else np.nan for i in range(n)]),
+            "truncated": np.asarray([bool(predictions[i].truncated) if i in predictions else False
+                                     for i in range(n)]),
+            "error": np.asarray(errors, dtype=object),
+        }
+        for lab in self.labels:
+            out[f"prob_{lab}"] = np.asarray([predictions[i].probabilities[lab] if i in predictions else np.nan
+                                             for i in range(n)])
+        return out
+
+
+def _parse_jsonl(batch: dict, text_column: str, id_column: str | None) -> dict:
+    """Lines read by ray.data.read_text -> columns; a bad line becomes an error row, never a failed read."""
+    texts, ids, errors = [], [], []
+    for line in batch["text"]:
+        text, rid, error = None, None, None
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+            text = record.get(text_column)
+            rid = record.get(id_column) if id_column else None
+        except (json.JSONDecodeError, ValueError) as err:
+            error = f"invalid JSON ({err})"
+        texts.append(text)
+        ids.append(None if rid is None else str(rid))
+        errors.append(error)
+    out = {text_column: np.asarray(texts, dtype=object), "_error": np.asarray(errors, dtype=object)}
+    if id_column:
+        out[id_column] = np.asarray(ids, dtype=object)
+    return out
+
+
+def _paths(source: str) -> list[str]:
+    if any(ch in source for ch in "*?["):
+        found = sorted(glob.glob(source))
+        if not found:
+            raise SentiError(f"--input {source}: the pattern matches no file")
+        return found
+    path = Path(source)
+    if not path.exists():
+        raise SentiError(f"--input {source}: no such file or folder")
+    if path.is_dir():
+        found = sorted(str(p) for p in path.iterdir() if p.suffix.lower() in READ_SUFFIXES)
+        if not found:
+            raise SentiError(f"--input {source}: the folder has no {', '.join(READ_SUFFIXES)} files")
+        return found
+    return [str(path)]
+
+
+def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | None = None, actors: int | None = None,
+                     threads_per_actor: int | None = None, batch_size: int = 32, text_column: str = "text",
+                     id_column: str | None = None, backend: str = "auto") -> dict:
+    """Score `source` into `dest` (.parquet or .jsonl folder) on Ray; returns counts and timings."""
+    try:
+        import ray
+    except ImportError:
+        raise SentiError(INSTALL_HINT) from None
+    from serving.predictor import read_export_meta
+    from serving.runtime import available_cores
+
+    read_export_meta(export_dir)  # a bad export fails here, before Ray starts
+    paths = _paths(source)
+    kinds = {{".json": ".jsonl"}.get(Path(p).suffix.lower(), Path(p).suffix.lower()) for p in paths}
+    if len(kinds) != 1:
+        raise SentiError(f"--input {source}: mixed file types {sorted(kinds)}; use one format")
+    kind = kinds.pop()
+    out_kind = Path(dest).suffix.lower()
+    if out_kind not in (".parquet", ".jsonl"):
+        raise SentiError(f"--output {dest}: name it .parquet or .jsonl (Ray writes a folder of part files)")
+    if Path(dest).exists():
+        raise SentiError(f"--output {dest} already exists")
+
+    started = time.perf_counter()
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=available_cores(), include_dashboard=False, log_to_driver=False)
+    startup_s = time.perf_counter() - started
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # its INFO lines flood a non-interactive log
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    if actors is None and threads_per_actor is None:
+        threads_per_actor = 1
+    if actors is None:
+        actors = max(1, cpus // threads_per_actor)
+    if threads_per_actor is None:
+        threads_per_actor = max(1, cpus // actors)
+    light = {"num_cpus": 0.1}  # reading and parsing are cheap next to the model; leave the cores to the actors
+    # Ray's CPU counts are logical: the actors' threads are set explicitly, and each actor reserves a
+    # little less than its threads so that Ray Data's file-listing task (1 CPU) can always be placed;
+    # reserving every core makes a small machine deadlock before the first file is read.
+    reserve = threads_per_actor * (1 - 1 / max(cpus, 2))
+
+    ds = _read(ray, paths, kind, text_column, id_column, light)
+    rows_in = ds.count()
+    if id_column is None:
+        # No ids in the input: number the rows by their position (files in sorted order), via Ray's own zip.
+        id_column = "_row"
+        ds = ds.zip(ray.data.range(rows_in).rename_columns({"id": id_column}))
+    scored = ds.map_batches(
+        ScoreBatch, fn_constructor_kwargs=dict(export_dir=str(export_dir), backend=backend,
+                                               threads=threads_per_actor, text_column=text_column,
+                                               id_column=id_column, batch_size=batch_size),
+        batch_size=max(batch_size, 256), batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
+        num_cpus=reserve,
+    ).materialize()
+    rows_out = scored.count()
+    errors = scored.filter(lambda row: isinstance(row["error"], str), num_cpus=0.1).count()
+    if out_kind == ".parquet":
+        scored.write_parquet(dest, ray_remote_args=light)
+    else:
+        scored.write_json(dest, ray_remote_args=light)
+    total_s = time.perf_counter() - started
+    return {"rows_in": rows_in, "rows_out": rows_out, "errors": errors, "actors": actors,
+            "threads_per_actor": threads_per_actor, "cpus": cpus, "ray_startup_s": startup_s,
+            "total_s": total_s, "output": dest}
+
+
+def _read(ray, paths, kind, text_column, id_column, light):
+    if kind == ".parquet":
+        return ray.data.read_parquet(paths, **light)
+    if kind == ".csv":
+        import pyarrow.csv as pacsv
+
+        # Every column as text, so a numeric-looking review does not change a column's type.
+        convert = pacsv.ConvertOptions(column_types={text_column: "string"}, strings_can_be_null=True)
+        return ray.data.read_csv(paths, convert_options=convert, **light)
+    lines = ray.data.read_text(paths, drop_empty_lines=False, **light)
+    return lines.map_batches(_parse_jsonl, fn_kwargs={"text_column": text_column, "id_column": id_column},
+                             batch_format="numpy", num_cpus=0.1)

@@ -1,0 +1,122 @@
+"""`senti predict --engine ray`: Ray Data on a local 2-CPU Ray, against the in-process Predictor."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import synthetic_rows
+
+ray = pytest.importorskip("ray", reason="Ray Data is the optional 'scale' extra")
+pa = pytest.importorskip("pyarrow")
+
+from serving import Predictor  # noqa: E402
+from serving.ray_predict import predict_with_ray  # noqa: E402
+
+ROWS = 3000
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def expected(_exported):
+    out, _ = _exported
+    texts = sorted({t for _, t in synthetic_rows(ROWS, seed=21)})
+    return texts, {t: p for t, p in zip(texts, Predictor.load(out, backend="onnx").predict(texts))}
+
+
+def _check(rows: list[dict], ids_in: list[str], texts_by_id: dict, predictions: dict, bad_ids: set):
+    assert len(rows) == len(ids_in)
+    assert sorted(r["id"] for r in rows) == sorted(ids_in)  # every id exactly once
+    for r in rows:
+        if r["id"] in bad_ids:
+            assert isinstance(r["error"], str) and r["label"] is None
+            continue
+        want = predictions[texts_by_id[r["id"]]]
+        assert r["error"] is None and r["label"] == want.label
+        assert r["score"] == pytest.approx(want.score, abs=1e-5)
+
+
+def test_parquet_with_an_id_column(_exported, expected, local_ray, tmp_path):
+    import pyarrow.parquet as pq
+
+    out, _ = _exported
+    texts, predictions = expected
+    rows = [{"review_id": f"r{i}", "text": texts[i % len(texts)]} for i in range(ROWS)]
+    bad = {"r7": None, "r99": None}
+    for i, row in enumerate(rows):
+        if row["review_id"] in bad:
+            row["text"] = None
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows[:1500]), tmp_path / "in" / "a.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[1500:]), tmp_path / "in" / "b.parquet")
+    result = predict_with_ray(out, str(tmp_path / "in"), str(tmp_path / "out.parquet"), id_column="review_id",
+                              backend="onnx")
+    assert result["rows_in"] == result["rows_out"] == ROWS and result["errors"] == 2
+    assert result["actors"] * result["threads_per_actor"] == 2
+    scored = pq.read_table(tmp_path / "out.parquet").to_pylist()
+    _check(scored, [r["review_id"] for r in rows], {r["review_id"]: r["text"] for r in rows}, predictions, set(bad))
+
+
+def test_jsonl_without_ids_gets_row_numbers_and_bad_lines_become_error_rows(_exported, expected, local_ray,
+                                                                             tmp_path):
+    out, _ = _exported
+    texts, predictions = expected
+    lines, bad = [], set()
+    for i in range(ROWS):
+        if i in (10, 500):
+            lines.append('{"text": broken')
+            bad.add(str(i))
+        elif i == 2000:
+            lines.append(json.dumps({"text": 42}))
+            bad.add(str(i))
+        else:
+            lines.append(json.dumps({"text": texts[i % len(texts)]}, ensure_ascii=False))
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = predict_with_ray(out, str(src), str(tmp_path / "out.jsonl"), batch_size=16, backend="onnx")
+    assert result["rows_in"] == result["rows_out"] == ROWS and result["errors"] == 3
+    scored = [json.loads(line) for part in sorted((tmp_path / "out.jsonl").iterdir())
+              for line in part.read_text(encoding="utf-8").splitlines()]
+    texts_by_id = {str(i): texts[i % len(texts)] for i in range(ROWS)}
+    _check(scored, [str(i) for i in range(ROWS)], texts_by_id, predictions, bad)
+
+
+def test_bad_sources_are_clear_errors(_exported, tmp_path, local_ray):
+    from serving.errors import SentiError
+
+    out, _ = _exported
+    with pytest.raises(SentiError, match="matches no file"):
+        predict_with_ray(out, str(tmp_path / "*.parquet"), str(tmp_path / "o.parquet"))
+    (tmp_path / "x.jsonl").write_text('{"text": "好"}\n', encoding="utf-8")
+    with pytest.raises(SentiError, match="name it .parquet or .jsonl"):
+        predict_with_ray(out, str(tmp_path / "x.jsonl"), str(tmp_path / "o.csv"))
+    with pytest.raises(SentiError, match="not a senti export"):
+        predict_with_ray(tmp_path, str(tmp_path / "x.jsonl"), str(tmp_path / "o.jsonl"))
+
+
+def test_cli_without_ray_says_how_to_install(_exported, tmp_path, monkeypatch):
+    import builtins
+
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'", name="ray")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    out, _ = _exported
+    (tmp_path / "x.jsonl").write_text('{"text": "好"}\n', encoding="utf-8")
+    result = CliRunner().invoke(app, ["predict", "--model", str(out), "--engine", "ray", "--input",
+                                      str(tmp_path / "x.jsonl"), "--output", str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 2 and "pip install 'senti[scale]'" in result.output
