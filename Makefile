@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN := runs/quickstart
 
-.PHONY: venv quickstart test clean
+.PHONY: venv quickstart test clean peer-venv
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ quickstart: venv
 
 test: venv
 	$(BIN)/python -m pytest
+
+# Optional: PyTorch + transformers for senti bench's peer comparison, in their own environment
+# (PaddleNLP 2.8 and current transformers need different huggingface_hub versions).
+peer-venv:
+	test -x .venv-peer/bin/python || $(PYTHON) -m venv .venv-peer
+	.venv-peer/bin/python -m pip install --quiet -c constraints-peer.txt numpy torch transformers
 
 clean:
 	rm -rf runs .pytest_cache

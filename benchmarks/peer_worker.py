@@ -1,0 +1,63 @@
+"""Runs in the peer environment (torch + transformers, no senti): times the batches senti wrote."""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+
+def summarize(seconds):
+    ms = np.asarray(seconds) * 1000
+    return {"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)),
+            "p99": float(np.percentile(ms, 99)), "mean": float(ms.mean()), "min": float(ms.min()),
+            "max": float(ms.max()), "iqr": float(np.percentile(ms, 75) - np.percentile(ms, 25)), "n": int(len(ms))}
+
+
+def main(folder: Path) -> None:
+    spec = json.loads((folder / "spec.json").read_text(encoding="utf-8"))
+    data = np.load(folder / "batches.npz")
+    torch.set_num_threads(spec["threads"])
+    device = torch.device("cuda" if spec["device"] == "gpu" else "cpu")
+    config = BertConfig(vocab_size=spec["vocab_size"], hidden_size=spec["hidden"], num_hidden_layers=spec["layers"],
+                        num_attention_heads=spec["heads"], intermediate_size=spec["ffn"], num_labels=spec["labels"],
+                        max_position_embeddings=512)
+    model = BertForSequenceClassification(config).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    feeds = [(torch.from_numpy(data[f"ids_{i}"]).to(device), torch.from_numpy(data[f"y_{i}"]).to(device))
+             for i in range(spec["batches"])]
+    model.train()
+    times = []
+    for i, (ids, y) in enumerate(feeds):
+        t0 = time.perf_counter()
+        loss = model(input_ids=ids, attention_mask=(ids != 0).long(), labels=y).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        loss.item()
+        if i >= spec["warmup"]:
+            times.append(time.perf_counter() - t0)
+    step = float(np.median(times))
+    batch = len(feeds[0][1])
+    framework = f"torch {torch.__version__}, transformers {__import__('transformers').__version__}"
+    out = [{"task": "train", "framework": framework, "step_ms": summarize(times), "samples_per_s": batch / step,
+            "seconds_per_epoch": spec["train_rows"] / batch * step, "epoch_extrapolated": True}]
+    model.eval()
+    ids = feeds[0][0]
+    latencies = []
+    with torch.inference_mode():
+        for i in range(spec["warmup"] + max(spec["steps"], 5)):
+            t0 = time.perf_counter()
+            model(input_ids=ids, attention_mask=(ids != 0).long()).logits.cpu()
+            if i >= spec["warmup"]:
+                latencies.append(time.perf_counter() - t0)
+    out.append({"task": "infer", "framework": framework, "latency_ms": summarize(latencies),
+                "texts_per_s": len(ids) / float(np.median(latencies))})
+    (folder / "result.json").write_text(json.dumps(out), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
