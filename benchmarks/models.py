@@ -35,7 +35,9 @@ def resolve_model(spec: str, work: Path, texts: list[str], labels: list[str], go
     trained = spec not in SHAPES
     checkpoint = Path(spec) if trained else random_checkpoint(spec, work / f"{spec}-checkpoint", texts, labels)
     export_dir = work / f"{checkpoint.name}-export"
-    if not (export_dir / "export.json").is_file():
+    meta = export_dir / "export.json"
+    # Re-export when the checkpoint was written after the export (a rerun of training, say).
+    if not meta.is_file() or meta.stat().st_mtime < (checkpoint / "senti.json").stat().st_mtime:
         say(f"exporting {checkpoint} for the benchmark")
         config = ExportConfig(model=str(checkpoint), output_dir=str(export_dir), quantize="int8" if quantize else None,
                               overwrite=True)

@@ -28,7 +28,8 @@ def write_report(folder: Path) -> Path:
     parts = [f"# senti bench: {config['model']} on {env.get('gpu') or env.get('cpu_model')}",
              "", f"Command: `senti bench --target {config['target']} --suite {config['suite']} --model "
                  f"{config['model']} --dataset {config['dataset']} --batch-sizes "
-                 f"{','.join(map(str, config['batch_sizes']))}{' --quick' if config['quick'] else ''} "
+                 f"{','.join(map(str, config['batch_sizes']))}{' --quick' if config['quick'] else ''}"
+                 f"{' --seq-len ' + str(config['seq_len']) if config.get('seq_len') else ''} "
                  f"--output-dir {folder}`",
              "", f"Machine: {env.get('cpu_model')} ({env.get('cores')} cores, {env.get('memory_gib', '?')} GiB), "
                  f"{env.get('gpu') or 'no GPU'}; threads {env.get('omp_num_threads')}, "
@@ -55,12 +56,22 @@ def write_report(folder: Path) -> Path:
                           "speed-up"], rows), "",
                   f"Largest batch that fit: {limit.get('largest_batch_that_fit')}; out of memory at: "
                   f"{limit.get('oom_batches') or 'none'}."]
-    if by("infer"):
+    fixed = [r for r in by("infer") if r.get("mode") == "fixed_shape"]
+    if fixed:
+        rows = [[r["backend"], r["batch_size"], _f(r["latency_ms"]["p50"]), _f(r["latency_ms"]["p95"]),
+                 _f(r["texts_per_s"], 1), f"{r['max_abs_logit_diff_vs_first']:.1e}",
+                 f"{r['label_agreement_vs_first']:.2f}", f"{r['fraction_of_ceiling']:.1%}"] for r in fixed]
+        parts += ["", "## Inference, fixed shape", "", f"Every input {fixed[0]['seq_len']} tokens (random ids); "
+                  "ms per batch, median of the timed runs; differences against the dynamic graph on the same "
+                  "inputs.", "", _table(["backend", "batch", "p50 ms", "p95 ms", "texts/s", "max |logit diff|",
+                                          "label agreement", "of ceiling"], rows)]
+    real = [r for r in by("infer") if r.get("mode") != "fixed_shape"]
+    if real:
         rows = [[r["backend"], r["batch_size"], _f(r["latency_ms"]["p50"]), _f(r["latency_ms"]["p95"]),
                  _f(r["latency_ms"]["p99"]), _f(r["texts_per_s"], 0), _f(r["model_texts_per_s"], 0),
                  _f(r["tokenizer_ms_per_text"], 3), _f(r["accuracy"], 4), f"{r['fraction_of_ceiling']:.1%}"]
-                for r in by("infer")]
-        first = by("infer")[0]
+                for r in real]
+        first = real[0]
         parts += ["", "## Inference", "", f"{first['texts']} real dev texts ({first['mean_tokens']:.0f} tokens on "
                   "average), length-sorted batches padded to their longest text; latency per model call; texts/s "
                   "end to end includes the tokenizer, which is also shown alone.",
@@ -118,7 +129,7 @@ def _plots(folder: Path, records: list[dict]) -> None:
         fig.savefig(folder / "throughput.png", dpi=100)
         plt.close(fig)
     infer = [r for r in records if r["suite"] == "infer"]
-    if infer:
+    if infer:  # one bar group per backend and batch size
         fig, ax = plt.subplots(figsize=(8, 4))
         names = [f"{r['backend']}\nb{r['batch_size']}" for r in infer]
         x = range(len(infer))

@@ -29,6 +29,7 @@ class BenchConfig:
     train_steps: int = 8
     infer_texts: int = 256
     repeats: int = 5
+    seq_len: int | None = None  # inference on fixed-shape inputs of this length instead of real texts
 
     def __post_init__(self):
         from toolkit.errors import SentiError
@@ -185,13 +186,24 @@ def run_bench(config: BenchConfig, say=print) -> Path:
 def _infer_suite(config, results, export_dir, checkpoint, splits, labels, meta, shape, threads, ceiling, device,
                  trained, say):
     from benchmarks.flops import forward_flops
-    from benchmarks.infer import CPU_BACKENDS, GPU_BACKENDS, bench_real_texts, open_backends
+    from benchmarks.infer import CPU_BACKENDS, GPU_BACKENDS, bench_fixed_shape, bench_real_texts, open_backends
     from serving.predictor import read_export_meta
     from serving.tokenizer import FastTokenizer
 
     export_meta = read_export_meta(export_dir)
     backends = open_backends(export_dir, checkpoint, GPU_BACKENDS if device == "gpu" else CPU_BACKENDS,
                              threads, device)
+    if config.seq_len:  # model alone: every text exactly seq_len tokens, compared against the dynamic graph
+        records = bench_fixed_shape(backends, sorted({1, *config.batch_sizes[:1]}), config.seq_len,
+                                    export_meta["model"]["vocab_size"], repeats=config.repeats, budget_s=60)
+        for r in records:
+            r["flops_per_text"] = forward_flops(config.seq_len, **shape)
+            r["model_texts_per_s"] = r["texts_per_s"]
+            r["fraction_of_ceiling"] = r["texts_per_s"] * r["flops_per_text"] / ceiling
+            say(f"infer {r['backend']} batch {r['batch_size']} x {config.seq_len} tokens: "
+                f"p50 {r['latency_ms']['p50']:.1f} ms, max |diff| vs dynamic {r['max_abs_logit_diff_vs_first']:.1e}")
+        results.add(records)
+        return
     rows = splits.dev[: 64 if config.quick else config.infer_texts]
     texts = [e.text for e in rows]
     gold = np.array([labels.index(e.label) for e in rows]) if trained else None

@@ -497,6 +497,9 @@ def bench(
     amp: Annotated[AmpChoice, typer.Option(help="Mixed precision on GPU: off, on or both.")] = AmpChoice.both,
     quick: Annotated[bool, typer.Option(help="Fewer repeats and rows: a smoke check in minutes.")] = False,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+    seq_len: Annotated[Optional[int], typer.Option(
+        help="Inference on fixed-shape inputs of this many tokens (batch 1 and the first batch size) instead of "
+             "real texts.")] = None,
 ):
     """Measure training and inference; Ctrl-C keeps what was measured."""
     if ctx.invoked_subcommand:
@@ -510,7 +513,8 @@ def bench(
 
         sizes = tuple(int(b) for b in batch_sizes.split(",") if b.strip())
         config = BenchConfig(target=target.value, output_dir=str(output_dir), suite=suite.value, model=model,
-                             dataset=dataset, batch_sizes=sizes, amp=amp.value, quick=quick, threads=threads)
+                             dataset=dataset, batch_sizes=sizes, amp=amp.value, quick=quick, threads=threads,
+                             seq_len=seq_len)
         from serving.runtime import configure_runtime
 
         configure_runtime(threads)
