@@ -34,17 +34,10 @@ def summarize(seconds: list[float]) -> dict:
 
 def environment() -> dict:
     """Machine and library facts stored with every measurement."""
-    import importlib.metadata as md
+    from serving.runtime import package_versions, runtime_record
 
-    from serving.runtime import runtime_record
-
-    env = {"python": platform.python_version(), "platform": platform.platform(), **runtime_record()}
-    for pkg in ("paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "onnxruntime", "onnxruntime-gpu", "torch",
-                "transformers"):
-        try:
-            env[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
+    env = {"python": platform.python_version(), "platform": platform.platform(), **runtime_record(),
+           **package_versions(("paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "onnxruntime", "onnxruntime-gpu"))}
     try:
         import paddle
 

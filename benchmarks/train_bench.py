@@ -13,6 +13,7 @@ from benchmarks.flops import training_flops
 from benchmarks.timing import summarize
 from serving.batching import pad_batch
 from toolkit.batching import length_bucketed_batches
+from toolkit.loop import optimizer_step
 
 OOM_MARKERS = ("out of memory", "ResourceExhausted", "Cannot allocate")
 
@@ -60,14 +61,7 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
                         with paddle.amp.auto_cast(enable=precision != "fp32", dtype=amp_dtype, level="O1"):
                             logits = net(paddle.to_tensor(ids), paddle.to_tensor(types))
                         loss = F.cross_entropy(logits.astype("float32"), paddle.to_tensor(labels[index]))
-                        if scaler:
-                            scaled = scaler.scale(loss)
-                            scaled.backward()
-                            scaler.minimize(optimizer, scaled)
-                        else:
-                            loss.backward()
-                            optimizer.step()
-                        optimizer.clear_grad()
+                        optimizer_step(loss, optimizer, scaler)
                         float(loss)  # waits for the step to finish on accelerators
                         if i >= warmup:
                             times.append(_now(device) - start)

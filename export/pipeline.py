@@ -25,6 +25,7 @@ from export.triton import write_repository
 from serving import layout
 from serving.backends import open_backend
 from serving.errors import SentiError
+from serving.runtime import package_versions
 
 FORMATS = ("paddle", "onnx")
 FP32_FORMATS = ("paddle", "onnx", "onnx-opt")
@@ -68,16 +69,8 @@ def _check_output(out: Path, overwrite: bool) -> None:
 
 
 def _versions() -> dict:
-    import importlib.metadata as md
-
-    found = {}
-    for pkg in ("paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "paddle2onnx", "onnx", "onnxruntime",
-                "onnxruntime-gpu"):
-        try:
-            found[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
-    return found
+    return package_versions(("paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "paddle2onnx", "onnx", "onnxruntime",
+                             "onnxruntime-gpu"))
 
 
 def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=print,

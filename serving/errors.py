@@ -8,3 +8,7 @@ class SentiError(Exception):
 
 class ArtifactError(SentiError):
     """A folder that is not the artifact it should be (checkpoint, export)."""
+
+
+class DataError(SentiError):
+    """Bad input data: the message starts with `file:line:` where a line is known."""

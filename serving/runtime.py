@@ -71,3 +71,16 @@ def runtime_record() -> dict:
 
 
 _applied_before_paddle: bool | None = None  # None: configure_runtime was never called
+
+
+def package_versions(names) -> dict:
+    """Installed versions of the named distributions; missing ones are left out."""
+    import importlib.metadata as md
+
+    found = {}
+    for name in names:
+        try:
+            found[name] = md.version(name)
+        except md.PackageNotFoundError:
+            pass
+    return found

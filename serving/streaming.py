@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from serving.errors import DataError
+
 TEXT_COLUMNS = ("text_a", "text", "review", "sentence", "content")  # tried in order when none is named
 INPUT_SUFFIXES = (".txt", ".tsv", ".csv", ".jsonl")
 OUTPUT_SUFFIXES = (".jsonl", ".tsv", ".csv")
@@ -38,16 +40,17 @@ def _bad_utf8(text: str) -> bool:
     return any("\udc80" <= ch <= "\udcff" for ch in text)
 
 
-def _pick_column(columns, wanted: str | None, path: Path) -> str:
-    if wanted:
+def pick_column(columns, wanted: str | None, choices, path: Path, role: str = "text") -> str:
+    """`wanted` if the header has it, else the first of `choices` that it has; DataError otherwise."""
+    if wanted is not None:
         if wanted not in columns:
-            raise ValueError(f"{path}:1: no column '{wanted}' (columns: {', '.join(columns)})")
+            raise DataError(f"{path}:1: no {role} column '{wanted}' (columns: {', '.join(columns)})")
         return wanted
-    for name in TEXT_COLUMNS:
+    for name in choices:
         if name in columns:
             return name
-    raise ValueError(f"{path}:1: no text column; expected one of {', '.join(TEXT_COLUMNS)} "
-                     f"(columns: {', '.join(columns)}); name it with --text-column")
+    raise DataError(f"{path}:1: no {role} column; expected one of {', '.join(choices)} "
+                    f"(columns: {', '.join(columns)}); name it with --{role}-column")
 
 
 def read_rows(path: Path, text_column: str | None = None, progress=None) -> Iterator[Row]:
@@ -55,7 +58,7 @@ def read_rows(path: Path, text_column: str | None = None, progress=None) -> Iter
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in INPUT_SUFFIXES:
-        raise ValueError(f"{path}: unsupported input type '{suffix}'; use one of {', '.join(INPUT_SUFFIXES)}")
+        raise DataError(f"{path}: unsupported input type '{suffix}'; use one of {', '.join(INPUT_SUFFIXES)}")
     lines = _decoded_lines(path, progress)
     if suffix == ".txt":
         for n, line in enumerate(lines, 1):
@@ -83,7 +86,7 @@ def _jsonl_rows(path, lines, text_column):
         if not isinstance(record, dict):
             yield Row(n, None, "not a JSON object")
             continue
-        column = column or _pick_column(list(record), None, path)
+        column = column or pick_column(list(record), None, TEXT_COLUMNS, path)
         text = record.get(column)
         if not isinstance(text, str):
             yield Row(n, None, f"'{column}' is {'missing' if text is None else type(text).__name__}, not text")
@@ -97,7 +100,7 @@ def _table_rows(path, lines, delimiter, text_column):
         if header is None:
             return
         columns = header.split("\t")
-        index = columns.index(_pick_column(columns, text_column, path))
+        index = columns.index(pick_column(columns, text_column, TEXT_COLUMNS, path))
         for n, line in enumerate(lines, 2):
             fields = line.split("\t", len(columns) - 1)
             yield _field_row(n, fields, index, len(columns))
@@ -113,7 +116,7 @@ def _table_rows(path, lines, delimiter, text_column):
     columns = next(reader, None)
     if columns is None:
         return
-    index = columns.index(_pick_column(columns, text_column, path))
+    index = columns.index(pick_column(columns, text_column, TEXT_COLUMNS, path))
     start = counter["line"] + 1
     while True:
         try:
@@ -142,7 +145,7 @@ class PredictionWriter:
         path = Path(path)
         self.suffix = path.suffix.lower()
         if self.suffix not in OUTPUT_SUFFIXES:
-            raise ValueError(f"{path}: unsupported output type '{self.suffix}'; use one of {', '.join(OUTPUT_SUFFIXES)}")
+            raise DataError(f"{path}: unsupported output type '{self.suffix}'; use one of {', '.join(OUTPUT_SUFFIXES)}")
         self.path, self.labels = path, labels
         self.partial = path.with_name(f".{path.name}.partial")
         self.fh = self.partial.open("w", encoding="utf-8", newline="")

@@ -555,19 +555,17 @@ def info():
     from serving.runtime import configure_runtime
 
     runtime = configure_runtime()
-    import importlib.metadata as md
     import platform
 
     import paddle
 
+    from serving.runtime import package_versions
+
     table = Table(title="senti environment", show_header=False)
     table.add_row("python", platform.python_version())
-    for pkg in ("paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "paddle2onnx", "onnxruntime", "onnxruntime-gpu",
-                "tokenizers"):
-        try:
-            table.add_row(pkg, md.version(pkg))
-        except md.PackageNotFoundError:
-            pass
+    for pkg, version in package_versions(("paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "paddle2onnx",
+                                          "onnxruntime", "onnxruntime-gpu", "tokenizers", "ray")).items():
+        table.add_row(pkg, version)
     table.add_row("cpu", f"{runtime['cpu_model']} ({runtime['cores']} cores available)")
     table.add_row("threads", f"OMP {runtime['omp_num_threads']}, MKL_DEBUG_CPU_TYPE={runtime['mkl_debug_cpu_type']}")
     gpus = paddle.device.cuda.device_count() if paddle.device.is_compiled_with_cuda() else 0

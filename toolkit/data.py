@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serving.streaming import TEXT_COLUMNS
+from serving.streaming import TEXT_COLUMNS, pick_column
 from toolkit.errors import DataError
 
 SPLITS = ("train", "dev", "test")
@@ -99,19 +99,6 @@ def read_table(path: Path, text_column: str | None = None, label_column: str | N
     return _read_delimited(path, content, "\t" if suffix == ".tsv" else ",", text_column, label_column)
 
 
-def _pick(columns, wanted: str | None, choices, path: Path, role: str) -> str:
-    if wanted is not None:
-        if wanted not in columns:
-            raise DataError(f"{path}:1: no {role} column '{wanted}' (columns: {', '.join(columns)})")
-        return wanted
-    for name in choices:
-        if name in columns:
-            return name
-    raise DataError(
-        f"{path}:1: no {role} column; expected one of {', '.join(choices)} (columns: {', '.join(columns)})"
-    )
-
-
 def _read_delimited(path, content, delimiter, text_column, label_column):
     if delimiter == "\t":
         # Reviews contain quote characters: TSV here is plain split, the last column keeps extra tabs.
@@ -129,8 +116,8 @@ def _read_delimited(path, content, delimiter, text_column, label_column):
             raise DataError(f"{path}: empty file (expected a header line)")
         records = ((reader.line_num, r) for r in reader if any(c.strip() for c in r))
     header = [h.strip() for h in header]
-    text_col = _pick(header, text_column, TEXT_COLUMNS, path, "text")
-    label_col = _pick(header, label_column, LABEL_COLUMNS, path, "label")
+    text_col = pick_column(header, text_column, TEXT_COLUMNS, path, "text")
+    label_col = pick_column(header, label_column, LABEL_COLUMNS, path, "label")
     ti, li = header.index(text_col), header.index(label_col)
     rows = []
     for n, fields in records:
@@ -154,8 +141,8 @@ def _read_jsonl(path, content, text_column, label_column):
         if not isinstance(record, dict):
             raise DataError(f"{path}:{n}: expected a JSON object, found {type(record).__name__}")
         if text_col is None:
-            text_col = _pick(list(record), text_column, TEXT_COLUMNS, path, "text")
-            label_col = _pick(list(record), label_column, LABEL_COLUMNS, path, "label")
+            text_col = pick_column(list(record), text_column, TEXT_COLUMNS, path, "text")
+            label_col = pick_column(list(record), label_column, LABEL_COLUMNS, path, "label")
         for col in (text_col, label_col):
             if col not in record or record[col] is None:
                 raise DataError(f"{path}:{n}: missing '{col}'")

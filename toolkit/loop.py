@@ -60,6 +60,18 @@ def make_optimizer(named_parameters: list, config, total_steps: int):
     return optimizer, schedule
 
 
+def optimizer_step(loss, optimizer, scaler=None) -> None:
+    """Backward and update; with fp16 the GradScaler scales the loss and skips steps with inf gradients."""
+    if scaler:
+        scaled = scaler.scale(loss)
+        scaled.backward()
+        scaler.minimize(optimizer, scaled)
+    else:
+        loss.backward()
+        optimizer.step()
+    optimizer.clear_grad()
+
+
 def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, metrics: dict,
         say=print, progress=None, extra_parameters=()) -> dict:
     """Train `net` (`model`, maybe wrapped in DataParallel) and fill `metrics`; returns it.
@@ -119,14 +131,7 @@ def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, me
                         f"lower --lr{' or train without --amp' if precision != 'fp32' else ''}. "
                         f"The best checkpoint so far is kept in {config.output_dir}"
                     )
-                if scaler:
-                    scaled = scaler.scale(loss)
-                    scaled.backward()
-                    scaler.minimize(optimizer, scaled)
-                else:
-                    loss.backward()
-                    optimizer.step()
-                optimizer.clear_grad()
+                optimizer_step(loss, optimizer, scaler)
                 schedule.step()
                 step += 1
                 samples += len(index)
