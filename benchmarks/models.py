@@ -28,7 +28,7 @@ def random_checkpoint(shape: str, out: Path, texts: list[str], labels: list[str]
 
 
 def resolve_model(spec: str, work: Path, texts: list[str], labels: list[str], gold: list[str],
-                  quantize: bool = True, say=print) -> tuple[Path, Path, bool]:
+                  quantize: bool = True, say=print, parity_texts: int = 256) -> tuple[Path, Path, bool]:
     """(checkpoint, export folder, trained?) for a shape name or a checkpoint folder."""
     from export.pipeline import ExportConfig, export_model
 
@@ -41,5 +41,5 @@ def resolve_model(spec: str, work: Path, texts: list[str], labels: list[str], go
         say(f"exporting {checkpoint} for the benchmark")
         config = ExportConfig(model=str(checkpoint), output_dir=str(export_dir), quantize="int8" if quantize else None,
                               overwrite=True)
-        export_model(config, texts[:256], gold[:256], say=lambda _: None)
+        export_model(config, texts[:parity_texts], gold[:parity_texts], say=lambda _: None)
     return checkpoint, export_dir, trained

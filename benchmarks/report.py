@@ -86,6 +86,16 @@ def write_report(folder: Path) -> Path:
                   f"({r['server_over_in_process']:.0%} of in process), latency p50 {s['latency_ms']['p50']:.1f} ms, "
                   f"p95 {s['latency_ms']['p95']:.1f} ms, p99 {s['latency_ms']['p99']:.1f} ms; mean model batch "
                   f"{s['mean_model_batch']:.1f} texts."]
+    for r in by("ray"):
+        parts += ["", "## Ray Data", ""]
+        if r.get("skipped"):
+            parts.append(f"Skipped: {r['skipped']}.")
+            continue
+        parts.append(f"{r['rows']:,} rows from one Parquet file, backend {r['backend']}: in process "
+                     f"{r['in_process_texts_per_s']:,.0f} texts/s; `senti predict --engine ray` ({r['actors']} actors x "
+                     f"{r['threads_per_actor']} threads) {r['ray_texts_per_s']:,.0f} texts/s after start-up "
+                     f"({r['ray_over_in_process']:.0%} of in process), {r['rows_out']:,} rows out, {r['errors']} errors; "
+                     f"Ray start-up {r['ray_startup_s']:.1f} s, whole run {r['ray_total_s']:.1f} s.")
     peers = by("peer")
     if peers:
         parts += ["", "## Peer: PyTorch + transformers, same shape", ""]

