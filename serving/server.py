@@ -84,7 +84,6 @@ async def _send_json(send, status: int, body: dict) -> None:
 def create_app(predictor, config: ServerConfig):
     """The ASGI app: POST /v1/predict, GET /healthz, /readyz, /metrics, and OpenAPI docs at /docs."""
     from fastapi import FastAPI, Header, HTTPException, Request
-    from fastapi.exception_handlers import request_validation_exception_handler
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -126,10 +125,13 @@ def create_app(predictor, config: ServerConfig):
         requests.labels(str(status)).inc()
         raise HTTPException(status, detail=detail, headers=headers)
 
-    async def invalid(request: Request, exc):  # count 422s too; FastAPI's response stays the same
+    async def invalid(request: Request, exc: RequestValidationError):
+        # FastAPI's default echoes each offending input, which fails on values JSON cannot hold
+        # (Infinity parses but does not serialize) and repeats large bodies: keep where and why only.
         errors.labels("invalid").inc()
         requests.labels("422").inc()
-        return await request_validation_exception_handler(request, exc)
+        detail = [{"type": e.get("type"), "loc": list(e.get("loc", ())), "msg": e.get("msg")} for e in exc.errors()]
+        return JSONResponse({"detail": detail}, status_code=422)
 
     app.add_exception_handler(RequestValidationError, invalid)
 

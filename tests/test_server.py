@@ -126,6 +126,8 @@ def test_bad_inputs_get_their_status_and_the_server_keeps_serving(server):
     assert httpx.post(post, json={"texts": [1, 2]}, headers=AUTH).status_code == 422
     assert httpx.post(post, json={"texts": ["a"], "extra": 1}, headers=AUTH).status_code == 422
     assert httpx.post(post, json=["a"], headers=AUTH).status_code == 422
+    infinite = httpx.post(post, content=b'{"texts": Infinity}', headers=raw)  # found by the fuzz test
+    assert infinite.status_code == 422 and infinite.json()["detail"][0]["loc"] == ["body", "texts"]
     too_many = httpx.post(post, json={"texts": ["好"] * 65}, headers=AUTH)
     assert too_many.status_code == 413 and "at most 64" in too_many.json()["detail"]
     assert httpx.post(post, json={"texts": ["好" * 40000]}, headers=AUTH).status_code == 413
