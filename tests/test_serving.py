@@ -57,7 +57,32 @@ def test_fast_tokenizer_matches_ernie_tokenizer_on_chnsenticorp_dev(chnsenticorp
     assert len(texts) == 1200
 
 
-@pytest.mark.parametrize("backend", ["onnx", "onnx-opt", "onnx-int8", "paddle"])
+TESTED_BACKENDS = ["onnx", "onnx-opt", "onnx-int8", "onnx-fp16", "paddle"]
+
+
+def test_every_backend_and_preset_has_a_test():
+    from serving.backends import BACKENDS
+    from toolkit.distill import STUDENT_PRESETS
+    from toolkit.models import PRESETS, SHAPES
+
+    assert set(BACKENDS) == set(TESTED_BACKENDS)
+    # Presets are names for shapes: each one must resolve to a shape the model builder knows.
+    assert set(PRESETS.values()) | set(STUDENT_PRESETS.values()) <= set(SHAPES)
+    from toolkit.models import ernie_config
+
+    for name, (layers, hidden, heads, ffn) in SHAPES.items():
+        config = ernie_config(name, 100, ["a", "b"], 128)
+        assert (config.num_hidden_layers, config.hidden_size, config.intermediate_size) == (layers, hidden, ffn)
+        assert hidden % heads == 0 and config.num_labels == 2, name
+
+
+def test_public_names_are_pinned():
+    import serving
+
+    assert sorted(serving.__all__) == ["ArtifactError", "Prediction", "Predictor", "SentiError"]
+
+
+@pytest.mark.parametrize("backend", TESTED_BACKENDS)
 def test_predictor_matches_the_dynamic_graph(_exported, _trained_checkpoint, backend):
     import paddle
 
@@ -72,7 +97,7 @@ def test_predictor_matches_the_dynamic_graph(_exported, _trained_checkpoint, bac
         expected = [model(paddle.to_tensor([tokenizer(t)["input_ids"]])).numpy()[0] for t in texts]
     probs = np.array([[p.probabilities[lab] for lab in record["labels"]] for p in predictions])
     want = np.exp(expected) / np.exp(expected).sum(1, keepdims=True)
-    assert np.abs(probs - want).max() < (0.05 if backend == "onnx-int8" else 1e-4)
+    assert np.abs(probs - want).max() < (0.05 if backend in ("onnx-int8", "onnx-fp16") else 1e-4)
     assert [p.label for p in predictions][:5] == [record["labels"][int(np.argmax(e))] for e in expected][:5]
     assert all(p.score == max(p.probabilities.values()) for p in predictions)
 
