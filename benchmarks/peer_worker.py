@@ -9,12 +9,9 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-
-def summarize(seconds):
-    ms = np.asarray(seconds) * 1000
-    return {"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)),
-            "p99": float(np.percentile(ms, 99)), "mean": float(ms.mean()), "min": float(ms.min()),
-            "max": float(ms.max()), "iqr": float(np.percentile(ms, 75) - np.percentile(ms, 25)), "n": int(len(ms))}
+# The worker runs as a script in the peer environment; benchmarks.timing needs only numpy, so share it.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.timing import summarize  # noqa: E402
 
 
 def main(folder: Path) -> None:

@@ -16,7 +16,7 @@ from conftest import PARITY, export_tiny
 from export.onnx_convert import ExportError, check_graph
 from serving.errors import SentiError
 from export.parity import compare, judge, logits_by_shape
-from export.pipeline import ExportConfig, export_model
+from export.pipeline import ExportConfig
 from export.specs import ERNIE_SEQUENCE_CLASSIFICATION as SPEC
 from serving import layout
 from serving.backends import open_backend
