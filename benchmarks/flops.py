@@ -1,8 +1,6 @@
-"""The limit: floating-point operations per text from the model shape, and a timed matmul as the ceiling."""
+"""The count behind the limit: floating-point operations per text from the model shape (benchmarks.ceiling times the limit)."""
 
 from __future__ import annotations
-
-import time
 
 
 def forward_flops(tokens: int, layers: int, hidden: int, ffn: int) -> float:
@@ -18,24 +16,3 @@ def forward_flops(tokens: int, layers: int, hidden: int, ffn: int) -> float:
 def training_flops(tokens: int, layers: int, hidden: int, ffn: int) -> float:
     """Forward plus backward: the usual 3x forward."""
     return 3.0 * forward_flops(tokens, layers, hidden, ffn)
-
-
-def matmul_ceiling(device: str = "cpu", size: int = 2048, dtype: str = "float32", repeats: int = 5) -> float:
-    """FLOP/s of a large square matmul in Paddle on `device`: what these kernels can reach at best."""
-    import paddle
-
-    def sync():
-        if device != "cpu":  # kernels are asynchronous on accelerators; a copy back would be timed too
-            paddle.device.synchronize()
-
-    a = paddle.randn([size, size]).astype(dtype)
-    b = paddle.randn([size, size]).astype(dtype)
-    a @ b
-    sync()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a @ b
-        sync()
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * size**3 / best

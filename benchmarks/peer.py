@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.flops import forward_flops, training_flops
 from serving.batching import pad_batch
 from toolkit.batching import length_bucketed_batches
 
@@ -52,11 +53,25 @@ def bench_peer(encoded, labels: np.ndarray, shape: dict, heads: int, vocab_size:
             np.savez(Path(tmp) / "batches.npz", **arrays)
             spec = {"vocab_size": vocab_size, "layers": shape["layers"], "hidden": shape["hidden"], "heads": heads,
                     "ffn": shape["ffn"], "labels": num_labels, "steps": steps, "warmup": warmup,
-                    "threads": threads, "device": device, "batches": len(batches), "train_rows": len(encoded)}
+                    "threads": threads, "device": device, "batches": len(batches), "train_rows": len(encoded),
+                    "ceiling_size": 8192 if device == "gpu" else 2048}
             (Path(tmp) / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
             result = subprocess.run([peer_python(), str(WORKER), tmp], capture_output=True, text=True, timeout=1800)
             if result.returncode != 0:
                 raise RuntimeError(f"peer worker failed: {result.stderr[-1500:]}")
-            for record in json.loads((Path(tmp) / "result.json").read_text(encoding="utf-8")):
-                records.append({"suite": "peer", "batch_size": batch, **record})
+            results = json.loads((Path(tmp) / "result.json").read_text(encoding="utf-8"))
+        # FLOPs from the real token counts of the very batches the worker timed, as for senti's own records
+        step_flops = np.mean([sum(training_flops(lengths[j], **shape) for j in index)
+                              for index in batches[warmup:]])
+        infer_flops = sum(forward_flops(lengths[j], **shape) for j in batches[0])
+        for record in results:
+            if record["task"] == "ceiling":
+                records.append({"suite": "ceiling", "runtime": "torch", "precision": "fp32",
+                                "framework": record["framework"], "size": record["size"], "when": "peer",
+                                "matmul_flops_per_s": record["matmul_flops_per_s"]})
+                continue
+            seconds = (record["step_ms"] if record["task"] == "train" else record["latency_ms"])["p50"] / 1000
+            achieved = (step_flops if record["task"] == "train" else infer_flops) / seconds
+            records.append({"suite": "peer", "batch_size": batch, "precision": "fp32",
+                            "achieved_flops_per_s": float(achieved), **record})
     return records

@@ -53,7 +53,22 @@ def main(folder: Path) -> None:
                 latencies.append(time.perf_counter() - t0)
     out.append({"task": "infer", "framework": framework, "latency_ms": summarize(latencies),
                 "texts_per_s": len(ids) / float(np.median(latencies))})
+    out.append({"task": "ceiling", "framework": framework, **matmul_ceiling(device, spec["ceiling_size"])})
     (folder / "result.json").write_text(json.dumps(out), encoding="utf-8")
+
+
+def matmul_ceiling(device, size: int) -> dict:
+    """Best of 5 fp32 [size, size] matmuls in torch: the ceiling candidate of this runtime."""
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+    best = float("inf")
+    for i in range(6):
+        t0 = time.perf_counter()
+        a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        if i:  # the first call is warm-up
+            best = min(best, time.perf_counter() - t0)
+    return {"size": size, "matmul_flops_per_s": 2.0 * size**3 / best}
 
 
 if __name__ == "__main__":

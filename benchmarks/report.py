@@ -20,6 +20,23 @@ def _f(x, digits=1):
     return "—" if x is None else f"{x:,.{digits}f}"
 
 
+def _share(record: dict) -> str:
+    """fraction_of_ceiling as a percentage, flagged when it beats the ceiling (set at the end of a run)."""
+    if record.get("fraction_of_ceiling") is None:
+        return "—"
+    return f"{record['fraction_of_ceiling']:.1%}" + (" (!)" if record.get("beats_ceiling") else "")
+
+
+def _ceiling_table(ceilings: list[dict]) -> str:
+    """One row per runtime and precision, a GFLOP/s column per moment it was timed (start, peer, end)."""
+    rows, moments = {}, [m for m in ("start", "peer", "end") if any(c.get("when") == m for c in ceilings)]
+    for c in ceilings:
+        rows.setdefault((c["runtime"], c["precision"], c["size"]), {})[c["when"]] = c
+    return _table(["runtime", "precision", "size", *(f"GFLOP/s ({m})" for m in moments)],
+                  [[*key, *(_f(w[m]["matmul_flops_per_s"] / 1e9, 0) if m in w else "—" for m in moments)]
+                   for key, w in rows.items()])
+
+
 def write_report(folder: Path) -> Path:
     folder = Path(folder)
     data = _load(folder)
@@ -35,8 +52,13 @@ def write_report(folder: Path) -> Path:
                  f"{env.get('gpu') or 'no GPU'}; threads {env.get('omp_num_threads')}, "
                  f"MKL_DEBUG_CPU_TYPE={env.get('mkl_debug_cpu_type')}; paddle {env.get('paddlepaddle') or env.get('paddlepaddle-gpu')}, "
                  f"onnxruntime {env.get('onnxruntime') or env.get('onnxruntime-gpu')}. Started {data['started']}.", ""]
-    for c in by("ceiling"):
-        parts.append(f"Ceiling: {c['dtype']} {c['size']}x{c['size']} matmul at {c['matmul_flops_per_s'] / 1e9:,.0f} GFLOP/s.")
+    if by("ceiling"):
+        parts += ["## Ceiling", "", "The best square matmul each runtime reached (best of 5 after warm-up), timed at "
+                  "the start and the end of the run (PyTorch's while the peer runs); each result below is a fraction of the fastest one of its "
+                  "precision.", "", _ceiling_table(by("ceiling"))]
+    beaten = [r for r in records if r.get("beats_ceiling")]
+    if beaten:
+        parts += ["", f"**{len(beaten)} result(s) beat their ceiling: the FLOP count is wrong for them.**"]
     train = [r for r in by("train") if not r.get("oom")]
     if by("train"):
         base = next((r for r in train if r["mode"] == "dynamic" and r["precision"] == "fp32"), train[0] if train else None)
@@ -46,7 +68,7 @@ def write_report(folder: Path) -> Path:
                 rows.append([r["mode"], r["precision"], r["batch_size"], "out of memory", "", "", "", ""])
                 continue
             rows.append([r["mode"], r["precision"], r["batch_size"], _f(r["seconds_per_epoch"]) + " (extrap.)",
-                         _f(r["samples_per_s"]), _f(r["tokens_per_s"], 0), f"{r['fraction_of_ceiling']:.1%}",
+                         _f(r["samples_per_s"]), _f(r["tokens_per_s"], 0), _share(r),
                          f"{base['seconds_per_epoch'] / r['seconds_per_epoch']:.2f}x"])
         limit = next(iter(by("train_limit")), {})
         parts += ["", "## Training", "", f"{train[0]['train_rows'] if train else 0} training rows; median of "
@@ -60,7 +82,7 @@ def write_report(folder: Path) -> Path:
     if fixed:
         rows = [[r["backend"], r["batch_size"], _f(r["latency_ms"]["p50"]), _f(r["latency_ms"]["p95"]),
                  _f(r["texts_per_s"], 1), f"{r['max_abs_logit_diff_vs_first']:.1e}",
-                 f"{r['label_agreement_vs_first']:.2f}", f"{r['fraction_of_ceiling']:.1%}"] for r in fixed]
+                 f"{r['label_agreement_vs_first']:.2f}", _share(r)] for r in fixed]
         parts += ["", "## Inference, fixed shape", "", f"Every input {fixed[0]['seq_len']} tokens (random ids); "
                   "ms per batch, median of the timed runs; differences against the dynamic graph on the same "
                   "inputs.", "", _table(["backend", "batch", "p50 ms", "p95 ms", "texts/s", "max |logit diff|",
@@ -69,7 +91,7 @@ def write_report(folder: Path) -> Path:
     if real:
         rows = [[r["backend"], r["batch_size"], _f(r["latency_ms"]["p50"]), _f(r["latency_ms"]["p95"]),
                  _f(r["latency_ms"]["p99"]), _f(r["texts_per_s"], 0), _f(r["model_texts_per_s"], 0),
-                 _f(r["tokenizer_ms_per_text"], 3), _f(r["accuracy"], 4), f"{r['fraction_of_ceiling']:.1%}"]
+                 _f(r["tokenizer_ms_per_text"], 3), _f(r["accuracy"], 4), _share(r)]
                 for r in real]
         first = real[0]
         parts += ["", "## Inference", "", f"{first['texts']} real dev texts ({first['mean_tokens']:.0f} tokens on "
@@ -108,11 +130,11 @@ def write_report(folder: Path) -> Path:
                                  and r["batch_size"] == p["batch_size"]), None)
                     ratio = f"; senti dynamic graph / PyTorch = {ours['samples_per_s'] / p['samples_per_s']:.2f}" \
                         if ours else ""
-                    parts.append(f"- training, batch {p['batch_size']}: {p['samples_per_s']:.1f} samples/s "
-                                 f"({p['framework']}){ratio}")
+                    parts.append(f"- training, batch {p['batch_size']}: {p['samples_per_s']:.1f} samples/s, "
+                                 f"{_share(p)} of ceiling ({p['framework']}){ratio}")
                 else:
                     parts.append(f"- inference, batch {p['batch_size']}: p50 {p['latency_ms']['p50']:.1f} ms, "
-                                 f"{p['texts_per_s']:.0f} texts/s")
+                                 f"{p['texts_per_s']:.0f} texts/s, {_share(p)} of ceiling")
     _plots(folder, records)
     parts += ["", "Plots: `throughput.png` (training samples/s against batch size), `latency.png` "
                   "(inference latency percentiles by backend).", ""]

@@ -73,7 +73,7 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
                         step_ms=summarize(times), samples_per_s=batch / step_s,
                         tokens_per_s=float(np.mean(tokens)) / step_s,
                         seconds_per_epoch=len(encoded) / batch * step_s, epoch_extrapolated=True,
-                        timed_steps=len(times), train_flops_per_s=float(flops) / step_s, oom=False,
+                        timed_steps=len(times), achieved_flops_per_s=float(flops) / step_s, oom=False,
                     )
                     say(f"train {mode} {precision} batch {batch}: {record['samples_per_s']:.1f} samples/s, "
                         f"{record['seconds_per_epoch']:.1f} s/epoch (extrapolated)")

@@ -17,23 +17,28 @@ from serving.runtime import available_cores
 BACKENDS = ("paddle", "onnx", "onnx-opt", "onnx-int8", "onnx-fp16")
 
 
+def ort_session(path: Path, threads: int | None = None, device: str = "cpu"):
+    """An ONNX Runtime session with thread counts set for the machine (also what bench's ceiling times)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    # One intra-op pool sized to the cores; inter-op parallelism only oversubscribes them.
+    options.intra_op_num_threads = threads or available_cores()
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    providers = ["CPUExecutionProvider"]
+    if device == "gpu":
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            raise ArtifactError("device 'gpu' needs onnxruntime-gpu (pip install 'senti[gpu]')")
+        providers.insert(0, "CUDAExecutionProvider")
+    return ort.InferenceSession(str(path), options, providers=providers)
+
+
 class OnnxBackend:
-    """An ONNX Runtime session with thread counts set for the machine."""
+    """An ONNX Runtime session over one exported graph."""
 
     def __init__(self, path: Path, threads: int | None = None, device: str = "cpu"):
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        # One intra-op pool sized to the cores; inter-op parallelism only oversubscribes them.
-        options.intra_op_num_threads = threads or available_cores()
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        providers = ["CPUExecutionProvider"]
-        if device == "gpu":
-            if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise ArtifactError("device 'gpu' needs onnxruntime-gpu (pip install 'senti[gpu]')")
-            providers.insert(0, "CUDAExecutionProvider")
-        self.session = ort.InferenceSession(str(path), options, providers=providers)
+        self.session = ort_session(path, threads, device)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_name = self.session.get_outputs()[0].name
         self.name = f"onnxruntime ({Path(path).name})"

@@ -53,6 +53,9 @@ def test_every_suite_is_recorded_with_positive_finite_numbers(bench_run):
     infer = [r for r in data["records"] if r["suite"] == "infer"]
     assert {r["backend"] for r in infer} == {"dynamic", "paddle-onednn", "paddle-plain", "onnx", "onnx-opt", "onnx-int8"}
     assert all(0 < r["fraction_of_ceiling"] < 1 and r["tokenizer_ms_per_text"] > 0 for r in infer)
+    assert {(r["backend"], r["ceiling_precision"]) for r in infer if r["backend"].startswith("onnx")} == \
+        {("onnx", "fp32"), ("onnx-opt", "fp32"), ("onnx-int8", "int8")}
+    assert not [r for r in data["records"] if r.get("beats_ceiling")]
     serve = next(r for r in data["records"] if r["suite"] == "serve")
     assert serve["server"]["errors"] == 0 and serve["server_over_in_process"] > 0
     ray_record = next(r for r in data["records"] if r["suite"] == "ray")
@@ -81,6 +84,33 @@ def test_compare_merges_runs_with_prices(bench_run, tmp_path):
     assert "1.00x" in result.output and "other $/epoch" in result.output
     result = CliRunner().invoke(app, ["bench", "--target", "cpu"])
     assert result.exit_code == 2 and "needs --target" in result.output
+
+
+def test_ceiling_is_measured_per_runtime_and_precision(bench_run):
+    data = json.loads((bench_run / "results.json").read_text(encoding="utf-8"))
+    ceilings = {(r["runtime"], r["precision"]): r["matmul_flops_per_s"] for r in data["records"]
+                if r["suite"] == "ceiling"}
+    assert {("paddle", "fp32"), ("paddle-inference-onednn", "fp32"), ("onnxruntime", "fp32"),
+            ("onnxruntime", "int8")} <= set(ceilings)
+    assert all(v > 1e9 for v in ceilings.values())  # any CPU of this decade does a GFLOP/s on a 2048 matmul
+    assert "## Ceiling" in (bench_run / "report.md").read_text(encoding="utf-8")
+
+
+def test_fractions_use_the_best_ceiling_of_their_precision_and_flag_impossible_ones():
+    from benchmarks.ceiling import attach_fractions
+
+    records = [{"suite": "ceiling", "runtime": "a", "precision": "fp32", "matmul_flops_per_s": 100.0},
+               {"suite": "ceiling", "runtime": "b", "precision": "fp32", "matmul_flops_per_s": 200.0},
+               {"suite": "ceiling", "runtime": "b", "precision": "int8", "matmul_flops_per_s": 400.0},
+               {"suite": "infer", "backend": "onnx", "achieved_flops_per_s": 150.0},
+               {"suite": "infer", "backend": "onnx-int8", "achieved_flops_per_s": 300.0},
+               {"suite": "train", "precision": "bf16", "achieved_flops_per_s": 50.0},  # no bf16 ceiling: fp32's
+               {"suite": "infer", "backend": "paddle-onednn", "achieved_flops_per_s": 250.0},
+               {"suite": "serve"}]
+    beaten = attach_fractions(records)
+    assert [r["fraction_of_ceiling"] for r in records[3:7]] == [0.75, 0.75, 0.25, 1.25]
+    assert [r["ceiling_precision"] for r in records[3:7]] == ["fp32", "int8", "fp32", "fp32"]
+    assert beaten == [records[6]] and records[6]["beats_ceiling"] and "fraction_of_ceiling" not in records[7]
 
 
 def test_flop_count_by_hand():

@@ -1,0 +1,154 @@
+"""The ceiling: the fastest large matmul each runtime of the run reaches on this device, per precision.
+
+A backend's fraction of the ceiling divides the FLOPs it did by the best matmul rate of its
+precision across every runtime measured here (Paddle's MKL, Paddle Inference's oneDNN, ONNX
+Runtime's MLAS, its INT8 kernels, and PyTorch when the peer runs), so no backend is measured
+against a slower library's kernel than its own. A fraction above 1 means the FLOP count is wrong.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+# Backends that compute in a precision other than fp32; all the others do fp32.
+BACKEND_PRECISION = {"onnx-int8": "int8", "onnx-fp16": "fp16"}
+
+
+def best_seconds(fn, repeats: int = 5) -> float:
+    """Shortest of `repeats` timed calls after one warm-up: a ceiling wants the best case."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def paddle_matmul(device: str, size: int, dtype: str) -> float:
+    """Seconds of one [size, size] @ [size, size] in Paddle's dynamic graph."""
+    import paddle
+
+    a = paddle.randn([size, size]).astype(dtype)
+    b = paddle.randn([size, size]).astype(dtype)
+
+    def call():
+        a @ b
+        if device != "cpu":  # kernels are asynchronous on accelerators
+            paddle.device.synchronize()
+
+    return best_seconds(call)
+
+
+def _onnx_matmul_graph(path: Path, size: int) -> None:
+    """x [size, size] @ a constant weight: the shape of every projection in the exported encoder."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((size, size), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "ceiling",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [size, size])], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def onnxruntime_matmul(size: int, threads: int, int8: bool) -> float:
+    """Seconds of the matmul graph in ONNX Runtime; int8 goes through the export's own quantizer."""
+    from export.onnx_convert import quantize_int8
+    from serving.backends import ort_session
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "matmul.onnx"
+        _onnx_matmul_graph(path, size)
+        if int8:
+            quantize_int8(path, Path(tmp) / "matmul-int8.onnx")
+            path = Path(tmp) / "matmul-int8.onnx"
+        session = ort_session(path, threads)
+    x = np.random.default_rng(1).standard_normal((size, size), np.float32)
+    return best_seconds(lambda: session.run(None, {"x": x}))
+
+
+def paddle_inference_matmul(size: int, threads: int) -> float:
+    """Seconds of the matmul saved as a static graph and run by Paddle Inference with oneDNN."""
+    import paddle
+    import paddle.inference as paddle_infer
+    from paddle.static import InputSpec
+
+    with tempfile.TemporaryDirectory() as tmp:
+        layer = paddle.nn.Linear(size, size, bias_attr=False)
+        paddle.jit.save(layer, str(Path(tmp) / "matmul"), input_spec=[InputSpec([size, size], "float32", "x")])
+        model_file = next(p for p in Path(tmp).iterdir() if p.suffix in (".json", ".pdmodel"))
+        config = paddle_infer.Config(str(model_file), str(Path(tmp) / "matmul.pdiparams"))
+        config.disable_gpu()
+        config.set_cpu_math_library_num_threads(threads)
+        config.enable_mkldnn()
+        config.disable_glog_info()
+        predictor = paddle_infer.create_predictor(config)
+    handle = predictor.get_input_handle(predictor.get_input_names()[0])
+    x = np.random.default_rng(1).standard_normal((size, size), np.float32)
+
+    def call():
+        handle.copy_from_cpu(x)
+        predictor.run()
+
+    return best_seconds(call)
+
+
+def measure_ceilings(device: str, threads: int, precisions, when: str, say=print) -> list[dict]:
+    """One record per runtime and precision that this run's backends use on `device`.
+
+    A run times them at its start and again at its end (`when`), and the best of both counts:
+    on a shared machine one measurement can land in a slow moment and make results look too good.
+    """
+    size = 8192 if device == "gpu" else 2048
+    candidates = [("paddle", "fp32", lambda: paddle_matmul(device, size, "float32"))]
+    if device == "gpu":
+        candidates += [("paddle", p, lambda d=d: paddle_matmul(device, size, d))
+                       for p, d in (("fp16", "float16"), ("bf16", "bfloat16")) if p in precisions]
+    else:
+        candidates += [("paddle-inference-onednn", "fp32", lambda: paddle_inference_matmul(size, threads)),
+                       ("onnxruntime", "fp32", lambda: onnxruntime_matmul(size, threads, int8=False)),
+                       ("onnxruntime", "int8", lambda: onnxruntime_matmul(size, threads, int8=True))]
+    records = []
+    for runtime, precision, time_it in candidates:
+        seconds = time_it()
+        records.append({"suite": "ceiling", "runtime": runtime, "precision": precision, "size": size,
+                        "when": when, "matmul_flops_per_s": 2.0 * size**3 / seconds})
+        say(f"ceiling ({when}): {runtime} {precision} {size}x{size} matmul {records[-1]['matmul_flops_per_s'] / 1e9:,.0f} GFLOP/s")
+    return records
+
+
+def ceiling_of(records: list[dict]) -> dict[str, float]:
+    """precision -> the best matmul rate any runtime reached in it."""
+    best: dict[str, float] = {}
+    for r in records:
+        if r["suite"] == "ceiling":
+            best[r["precision"]] = max(best.get(r["precision"], 0.0), r["matmul_flops_per_s"])
+    return best
+
+
+def record_precision(record: dict) -> str:
+    return record.get("precision") or BACKEND_PRECISION.get(record.get("backend", ""), "fp32")
+
+
+def attach_fractions(records: list[dict]) -> list[dict]:
+    """Set fraction_of_ceiling on every record that did FLOPs; returns those that beat their ceiling."""
+    ceilings = ceiling_of(records)
+    beaten = []
+    for r in records:
+        if r.get("achieved_flops_per_s") is None:
+            continue
+        precision = record_precision(r)
+        ceiling = ceilings.get(precision) or ceilings.get("fp32")
+        if ceiling is None:
+            continue
+        r["ceiling_precision"] = precision if precision in ceilings else "fp32"
+        r["fraction_of_ceiling"] = float(r["achieved_flops_per_s"] / ceiling)
+        r["beats_ceiling"] = r["fraction_of_ceiling"] > 1.0
+        if r["beats_ceiling"]:
+            beaten.append(r)
+    return beaten
