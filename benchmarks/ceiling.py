@@ -118,7 +118,8 @@ def measure_ceilings(device: str, threads: int, precisions, when: str, say=print
         seconds = time_it()
         records.append({"suite": "ceiling", "runtime": runtime, "precision": precision, "size": size,
                         "when": when, "matmul_flops_per_s": 2.0 * size**3 / seconds})
-        say(f"ceiling ({when}): {runtime} {precision} {size}x{size} matmul {records[-1]['matmul_flops_per_s'] / 1e9:,.0f} GFLOP/s")
+        gflops = records[-1]["matmul_flops_per_s"] / 1e9
+        say(f"ceiling ({when}): {runtime} {precision} {size}x{size} matmul {gflops:,.0f} GFLOP/s")
     return records
 
 

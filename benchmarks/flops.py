@@ -1,4 +1,4 @@
-"""The count behind the limit: floating-point operations per text from the model shape (benchmarks.ceiling times the limit)."""
+"""FLOPs per text from the model shape and real token counts (benchmarks.ceiling times the limit)."""
 
 from __future__ import annotations
 

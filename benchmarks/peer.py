@@ -64,6 +64,8 @@ def bench_peer(encoded, labels: np.ndarray, shape: dict, heads: int, vocab_size:
         step_flops = np.mean([sum(training_flops(lengths[j], **shape) for j in index)
                               for index in batches[warmup:]])
         infer_flops = sum(forward_flops(lengths[j], **shape) for j in batches[0])
+        mean_tokens = {"train": float(np.mean([lengths[j] for index in batches[warmup:] for j in index])),
+                       "infer": float(np.mean([lengths[j] for j in batches[0]]))}
         for record in results:
             if record["task"] == "ceiling":
                 records.append({"suite": "ceiling", "runtime": "torch", "precision": "fp32",
@@ -73,5 +75,6 @@ def bench_peer(encoded, labels: np.ndarray, shape: dict, heads: int, vocab_size:
             seconds = (record["step_ms"] if record["task"] == "train" else record["latency_ms"])["p50"] / 1000
             achieved = (step_flops if record["task"] == "train" else infer_flops) / seconds
             records.append({"suite": "peer", "batch_size": batch, "precision": "fp32",
-                            "achieved_flops_per_s": float(achieved), **record})
+                            "mean_tokens": mean_tokens[record["task"]], "achieved_flops_per_s": float(achieved),
+                            **record})
     return records

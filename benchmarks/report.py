@@ -50,18 +50,24 @@ def write_report(folder: Path) -> Path:
                  f"--output-dir {folder}`",
              "", f"Machine: {env.get('cpu_model')} ({env.get('cores')} cores, {env.get('memory_gib', '?')} GiB), "
                  f"{env.get('gpu') or 'no GPU'}; threads {env.get('omp_num_threads')}, "
-                 f"MKL_DEBUG_CPU_TYPE={env.get('mkl_debug_cpu_type')}; paddle {env.get('paddlepaddle') or env.get('paddlepaddle-gpu')}, "
+                 f"MKL_DEBUG_CPU_TYPE={env.get('mkl_debug_cpu_type')}; "
+                 f"paddle {env.get('paddlepaddle') or env.get('paddlepaddle-gpu')}, "
                  f"onnxruntime {env.get('onnxruntime') or env.get('onnxruntime-gpu')}. Started {data['started']}.", ""]
+    if data.get("wall_seconds"):
+        spent = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in data.get("suite_seconds", {}).items())
+        parts += [f"Whole run {data['wall_seconds'] / 60:.1f} min ({spent}; the rest is model set-up, export "
+                  "and the ceiling).", ""]
     if by("ceiling"):
         parts += ["## Ceiling", "", "The best square matmul each runtime reached (best of 5 after warm-up), timed at "
-                  "the start and the end of the run (PyTorch's while the peer runs); each result below is a fraction of the fastest one of its "
-                  "precision.", "", _ceiling_table(by("ceiling"))]
+                  "the start and the end of the run (PyTorch's while the peer runs); each result below is a "
+                  "fraction of the fastest one of its precision.", "", _ceiling_table(by("ceiling"))]
     beaten = [r for r in records if r.get("beats_ceiling")]
     if beaten:
         parts += ["", f"**{len(beaten)} result(s) beat their ceiling: the FLOP count is wrong for them.**"]
     train = [r for r in by("train") if not r.get("oom")]
     if by("train"):
-        base = next((r for r in train if r["mode"] == "dynamic" and r["precision"] == "fp32"), train[0] if train else None)
+        base = next((r for r in train if r["mode"] == "dynamic" and r["precision"] == "fp32"),
+                    train[0] if train else None)
         rows = []
         for r in by("train"):
             if r.get("oom"):
@@ -78,6 +84,9 @@ def write_report(folder: Path) -> Path:
                           "speed-up"], rows), "",
                   f"Largest batch that fit: {limit.get('largest_batch_that_fit')}; out of memory at: "
                   f"{limit.get('oom_batches') or 'none'}."]
+        if config["target"] == "cpu":
+            parts.append("No AMP rows: Paddle's AMP does nothing on CPU (it trains fp32), so timing it would "
+                         "report fp32 twice.")
     fixed = [r for r in by("infer") if r.get("mode") == "fixed_shape"]
     if fixed:
         rows = [[r["backend"], r["batch_size"], _f(r["latency_ms"]["p50"]), _f(r["latency_ms"]["p95"]),
@@ -133,8 +142,10 @@ def write_report(folder: Path) -> Path:
                     parts.append(f"- training, batch {p['batch_size']}: {p['samples_per_s']:.1f} samples/s, "
                                  f"{_share(p)} of ceiling ({p['framework']}){ratio}")
                 else:
-                    parts.append(f"- inference, batch {p['batch_size']}: p50 {p['latency_ms']['p50']:.1f} ms, "
-                                 f"{p['texts_per_s']:.0f} texts/s, {_share(p)} of ceiling")
+                    parts.append(f"- inference, batch {p['batch_size']} of one training batch "
+                                 f"({p.get('mean_tokens', 0):.0f} tokens on average, unlike the table above): "
+                                 f"p50 {p['latency_ms']['p50']:.1f} ms, {p['texts_per_s']:.0f} texts/s, "
+                                 f"{_share(p)} of ceiling")
     _plots(folder, records)
     parts += ["", "Plots: `throughput.png` (training samples/s against batch size), `latency.png` "
                   "(inference latency percentiles by backend).", ""]

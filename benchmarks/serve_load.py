@@ -7,6 +7,7 @@ asyncio clients sending a fixed number of requests, so the run stops by itself.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -48,6 +49,8 @@ def through_server(export_dir: Path, texts: list[str], backend: str, threads: in
     """Start `senti serve` on loopback, send `requests` requests from `clients` clients, stop it."""
     import httpx
 
+    # httpx logs every request at INFO, and PaddleNLP's import sets the root logger to INFO
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "toolkit.cli", "serve", "--model", str(export_dir), "--port", str(port),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import glob
 import json
-import logging
+import os
 import time
 from pathlib import Path
 
@@ -104,6 +104,9 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
                      threads_per_actor: int | None = None, batch_size: int = 32, text_column: str = "text",
                      id_column: str | None = None, backend: str = "auto") -> dict:
     """Score `source` into `dest` (.parquet or .jsonl folder) on Ray; returns counts and timings."""
+    # Ray Data re-applies its logging config on every execution, resetting levels set in code; this
+    # variable wins over that config. Its INFO progress lines flood a non-interactive log otherwise.
+    os.environ.setdefault("RAY_DATA_LOG_LEVEL", "WARNING")
     try:
         import ray
     except ImportError:
@@ -130,7 +133,6 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
         else:
             ray.init(num_cpus=available_cores(), include_dashboard=False, log_to_driver=False)
     startup_s = time.perf_counter() - started
-    logging.getLogger("ray.data").setLevel(logging.WARNING)  # its INFO lines flood a non-interactive log
     cpus = int(ray.cluster_resources().get("CPU", 1))
     if actors is None and threads_per_actor is None:
         threads_per_actor = 1

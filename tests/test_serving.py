@@ -116,6 +116,35 @@ def test_order_is_kept_and_long_texts_are_flagged(_exported):
         predictor.predict("一个字符串")
 
 
+def test_padding_cuts_minimise_padded_work_and_keep_every_text():
+    from serving.batching import length_sorted_batches
+
+    lengths = [10] * 30 + [128, 128]
+    parts = length_sorted_batches(lengths, 32, call_cost_tokens=128)
+    assert [len(p) for p in parts] == [30, 2]  # 2 long texts would pad 30 short ones to 128
+    assert length_sorted_batches([100] * 32, 32, call_cost_tokens=128)[0].tolist() == list(range(32))
+    rng = np.random.default_rng(0)
+    for _ in range(20):  # against brute force over every way to cut a small sorted run
+        lengths = sorted(rng.integers(1, 129, size=7).tolist())
+        cost = int(rng.integers(0, 200))
+        parts = length_sorted_batches(lengths, 7, call_cost_tokens=cost)
+        assert sorted(np.concatenate(parts).tolist()) == list(range(7))
+        got = sum(cost + len(p) * max(lengths[i] for i in p) for p in parts)
+        best = min(sum(cost + (b - a) * lengths[b - 1] for a, b in zip((0, *cuts), (*cuts, 7)))
+                   for mask in range(64) for cuts in [tuple(i + 1 for i in range(6) if mask >> i & 1)])
+        assert got == best
+
+
+def test_cut_batches_give_the_same_answers(_exported):
+    out, _ = _exported
+    predictor = Predictor.load(out, backend="onnx")
+    assert predictor.call_cost_tokens is not None  # on by default on CPU
+    texts = ["好" * n for n in (3, 120, 5, 90, 2, 7, 60, 1)]
+    cut = predictor.logits(texts)[0]
+    predictor.call_cost_tokens = None
+    assert np.abs(cut - predictor.logits(texts)[0]).max() < 1e-4
+
+
 def test_sliding_window_averages_the_windows(_exported):
     out, _ = _exported
     window = Predictor.load(out, backend="onnx", long_text="window", stride=63)
