@@ -71,17 +71,18 @@ def write_report(folder: Path) -> Path:
         rows = []
         for r in by("train"):
             if r.get("oom"):
-                rows.append([r["mode"], r["precision"], r["batch_size"], "out of memory", "", "", "", ""])
+                rows.append([r["mode"], r["precision"], r["batch_size"], "out of memory", "", "", "", "", ""])
                 continue
             rows.append([r["mode"], r["precision"], r["batch_size"], _f(r["seconds_per_epoch"]) + " (extrap.)",
                          _f(r["samples_per_s"]), _f(r["tokens_per_s"], 0), _share(r),
-                         f"{base['seconds_per_epoch'] / r['seconds_per_epoch']:.2f}x"])
+                         f"{base['seconds_per_epoch'] / r['seconds_per_epoch']:.2f}x",
+                         f"{r['timed_steps']} (IQR {r['step_ms']['iqr']:,.0f} ms)"])
         limit = next(iter(by("train_limit")), {})
-        parts += ["", "## Training", "", f"{train[0]['train_rows'] if train else 0} training rows; median of "
-                  f"{train[0]['timed_steps'] if train else 0} timed steps after warm-up; seconds per epoch "
-                  "extrapolated from the median step. Speed-up against dynamic fp32 at the smallest batch.", "",
-                  _table(["mode", "precision", "batch", "s/epoch", "samples/s", "tokens/s", "of ceiling",
-                          "speed-up"], rows), "",
+        parts += ["", "## Training", "", f"{train[0]['train_rows'] if train else 0} training rows; each row is the median of "
+                  "its timed steps (column: how many, and their interquartile range) after warm-up; seconds "
+                  "per epoch extrapolated from the median step. Speed-up against dynamic fp32 at the smallest "
+                  "batch.", "", _table(["mode", "precision", "batch", "s/epoch", "samples/s", "tokens/s",
+                                        "of ceiling", "speed-up", "timed steps"], rows), "",
                   f"Largest batch that fit: {limit.get('largest_batch_that_fit')}; out of memory at: "
                   f"{limit.get('oom_batches') or 'none'}."]
         if config["target"] == "cpu":

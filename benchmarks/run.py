@@ -27,6 +27,8 @@ class BenchConfig:
     quick: bool = False
     threads: int | None = None
     train_steps: int = 6
+    train_warmup: int = 1  # untimed steps first: the first one allocates memory and compiles to_static graphs
+    train_budget_s: float = 15.0  # per configuration: fewer timed steps (at least 3) once past it
     infer_texts: int = 256
     repeats: int = 5
     seq_len: int | None = None  # inference on fixed-shape inputs of this length instead of real texts
@@ -120,7 +122,7 @@ def run_bench(config: BenchConfig, say=print) -> Path:
     encoded, _ = encode_texts(tokenizer, [e.text for e in train_rows], meta["max_seq_len"])
     y = np.array([labels.index(e.label) for e in train_rows], dtype=np.int64)
     batch_sizes = list(config.batch_sizes)[:1] if config.quick else list(config.batch_sizes)
-    steps, warmup = (3, 1) if config.quick else (config.train_steps, 2)
+    steps, warmup = (3, 1) if config.quick else (config.train_steps, config.train_warmup)
 
     suite_seconds: dict[str, float] = {}
     with StopFlag() as stop:
@@ -140,7 +142,8 @@ def run_bench(config: BenchConfig, say=print) -> Path:
 
                     modes = ["dynamic", "to_static"]
                     records = bench_training(fresh, encoded, y, shape, batch_sizes, precisions_for(config), modes,
-                                             steps, warmup, device, say=say, stop=lambda: stop.signal)
+                                             steps, warmup, device, say=say, stop=lambda: stop.signal,
+                                             budget_s=None if config.quick else config.train_budget_s)
                     fitting = [r["batch_size"] for r in records if not r.get("oom")]
                     results.add(records + [{"suite": "train_limit", "largest_batch_that_fit": max(fitting or [0]),
                                             "oom_batches": sorted({r["batch_size"] for r in records if r.get("oom")})}])

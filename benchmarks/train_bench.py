@@ -23,8 +23,12 @@ def _is_oom(err: Exception) -> bool:
 
 
 def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_sizes, precisions, modes,
-                   steps: int, warmup: int, device: str, say=print, stop=None) -> list[dict]:
-    """One record per (mode, precision, batch size); `make_model()` returns a fresh classifier."""
+                   steps: int, warmup: int, device: str, say=print, stop=None,
+                   budget_s: float | None = None) -> list[dict]:
+    """One record per (mode, precision, batch size); `make_model()` returns a fresh classifier.
+
+    Each configuration times `steps` steps, or fewer (at least 3) once its timed steps pass `budget_s`.
+    """
     import paddle
     import paddle.nn.functional as F
     from paddle.static import InputSpec
@@ -66,9 +70,11 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
                         if i >= warmup:
                             times.append(_now(device) - start)
                             tokens.append(sum(lengths[j] for j in index))
+                            if budget_s is not None and len(times) >= 3 and sum(times) > budget_s:
+                                break
                     step_s = float(np.median(times))
                     flops = np.mean([sum(training_flops(lengths[j], **shape) for j in batches[i % len(batches)])
-                                     for i in range(warmup, warmup + steps)])
+                                     for i in range(warmup, warmup + len(times))])
                     record.update(
                         step_ms=summarize(times), samples_per_s=batch / step_s,
                         tokens_per_s=float(np.mean(tokens)) / step_s,

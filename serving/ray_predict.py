@@ -135,7 +135,9 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     startup_s = time.perf_counter() - started
     cpus = int(ray.cluster_resources().get("CPU", 1))
     if actors is None and threads_per_actor is None:
-        threads_per_actor = 1
+        # Two-thread actors: on a 2-core machine 1 actor x 2 threads scored 2,000 rows 1.4x faster than
+        # 2 x 1 (80 against 57 texts/s, 4l-312h ONNX), and ONNX Runtime still scales well at 2 threads.
+        threads_per_actor = min(2, cpus)
     if actors is None:
         actors = max(1, cpus // threads_per_actor)
     if threads_per_actor is None:
