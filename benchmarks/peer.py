@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.flops import forward_flops, training_flops
+from benchmarks.train_bench import representative_batches
 from serving.batching import pad_batch
-from toolkit.batching import length_bucketed_batches
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "peer_worker.py"
@@ -44,7 +44,7 @@ def bench_peer(encoded, labels: np.ndarray, shape: dict, heads: int, vocab_size:
     records = []
     lengths = [len(e) for e in encoded]
     for batch in batch_sizes:
-        batches = length_bucketed_batches(lengths, batch, np.random.default_rng(0))[: warmup + steps]
+        batches = representative_batches(lengths, batch, np.random.default_rng(0))[: warmup + steps]
         arrays = {}
         for i, index in enumerate(batches):
             arrays[f"ids_{i}"], _ = pad_batch(encoded, index)

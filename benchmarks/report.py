@@ -78,10 +78,11 @@ def write_report(folder: Path) -> Path:
                          f"{base['seconds_per_epoch'] / r['seconds_per_epoch']:.2f}x",
                          f"{r['timed_steps']} (IQR {r['step_ms']['iqr']:,.0f} ms)"])
         limit = next(iter(by("train_limit")), {})
-        parts += ["", "## Training", "", f"{train[0]['train_rows'] if train else 0} training rows; each row is the median of "
-                  "its timed steps (column: how many, and their interquartile range) after warm-up; seconds "
-                  "per epoch extrapolated from the median step. Speed-up against dynamic fp32 at the smallest "
-                  "batch.", "", _table(["mode", "precision", "batch", "s/epoch", "samples/s", "tokens/s",
+        rows_trained = train[0]["train_rows"] if train else 0
+        parts += ["", "## Training", "", f"{rows_trained} training rows; each row is the median of its timed "
+                  "steps (column: how many, and their interquartile range) after warm-up, on the epoch's "
+                  "batches of median padded width; seconds per epoch extrapolated from the median step. "
+                  "Speed-up against dynamic fp32 at the smallest batch.", "", _table(["mode", "precision", "batch", "s/epoch", "samples/s", "tokens/s",
                                         "of ceiling", "speed-up", "timed steps"], rows), "",
                   f"Largest batch that fit: {limit.get('largest_batch_that_fit')}; out of memory at: "
                   f"{limit.get('oom_batches') or 'none'}."]

@@ -114,6 +114,19 @@ def test_fractions_use_the_best_ceiling_of_their_precision_and_flag_impossible_o
     assert beaten == [records[6]] and records[6]["beats_ceiling"] and "fraction_of_ceiling" not in records[7]
 
 
+def test_training_is_timed_on_batches_of_median_width():
+    import numpy as np
+
+    from benchmarks.train_bench import representative_batches
+
+    lengths = np.random.default_rng(0).integers(2, 129, size=640).tolist()
+    batches = representative_batches(lengths, 32, np.random.default_rng(0))
+    widths = [max(lengths[j] for j in b) for b in batches]
+    assert sorted(int(j) for b in batches for j in b) == list(range(640))  # still the whole epoch
+    gaps = [abs(w - np.median(widths)) for w in widths]
+    assert gaps == sorted(gaps)  # the timed (first) batches are the most typical ones
+
+
 def test_flop_count_by_hand():
     # One layer, hidden 2, ffn 4, 3 tokens: 3*(4*4 + 2*2*4) + 2*9*2 = 132 per layer, + 4 pooler, x2.
     assert forward_flops(3, layers=1, hidden=2, ffn=4) == 2 * (132 + 4)
