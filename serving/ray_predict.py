@@ -135,8 +135,8 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     startup_s = time.perf_counter() - started
     cpus = int(ray.cluster_resources().get("CPU", 1))
     if actors is None and threads_per_actor is None:
-        # Two-thread actors: on a 2-core machine 1 actor x 2 threads scored 2,000 rows 1.4x faster than
-        # 2 x 1 (80 against 57 texts/s, 4l-312h ONNX), and ONNX Runtime still scales well at 2 threads.
+        # Two-thread actors: on 2 cores, 1 actor x 2 threads reached 63% of in-process speed in senti bench
+        # where 2 x 1 reached 41% (README); Ray's own processes leave less room for two model actors.
         threads_per_actor = min(2, cpus)
     if actors is None:
         actors = max(1, cpus // threads_per_actor)
