@@ -75,19 +75,16 @@ def onnxruntime_matmul(size: int, threads: int, int8: bool) -> float:
 def paddle_inference_matmul(size: int, threads: int) -> float:
     """Seconds of the matmul saved as a static graph and run by Paddle Inference with oneDNN."""
     import paddle
-    import paddle.inference as paddle_infer
     from paddle.static import InputSpec
+
+    from serving import layout
+    from serving.backends import paddle_predictor
 
     with tempfile.TemporaryDirectory() as tmp:
         layer = paddle.nn.Linear(size, size, bias_attr=False)
-        paddle.jit.save(layer, str(Path(tmp) / "matmul"), input_spec=[InputSpec([size, size], "float32", "x")])
-        model_file = next(p for p in Path(tmp).iterdir() if p.suffix in (".json", ".pdmodel"))
-        config = paddle_infer.Config(str(model_file), str(Path(tmp) / "matmul.pdiparams"))
-        config.disable_gpu()
-        config.set_cpu_math_library_num_threads(threads)
-        config.enable_mkldnn()
-        config.disable_glog_info()
-        predictor = paddle_infer.create_predictor(config)
+        paddle.jit.save(layer, str(Path(tmp) / layout.PADDLE_PREFIX),
+                        input_spec=[InputSpec([size, size], "float32", "x")])
+        predictor = paddle_predictor(Path(tmp), threads, onednn=True)
     handle = predictor.get_input_handle(predictor.get_input_names()[0])
     x = np.random.default_rng(1).standard_normal((size, size), np.float32)
 
@@ -144,11 +141,11 @@ def attach_fractions(records: list[dict]) -> list[dict]:
         if r.get("achieved_flops_per_s") is None:
             continue
         precision = record_precision(r)
-        ceiling = ceilings.get(precision) or ceilings.get("fp32")
-        if ceiling is None:
+        key = precision if precision in ceilings else "fp32"  # no ceiling of its own: fp32's
+        if key not in ceilings:
             continue
-        r["ceiling_precision"] = precision if precision in ceilings else "fp32"
-        r["fraction_of_ceiling"] = float(r["achieved_flops_per_s"] / ceiling)
+        r["ceiling_precision"] = key
+        r["fraction_of_ceiling"] = float(r["achieved_flops_per_s"] / ceilings[key])
         r["beats_ceiling"] = r["fraction_of_ceiling"] > 1.0
         if r["beats_ceiling"]:
             beaten.append(r)

@@ -9,8 +9,9 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-# The worker runs as a script in the peer environment; benchmarks.timing needs only numpy, so share it.
+# The worker runs as a script in the peer environment; these helpers need only numpy, so share them.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.ceiling import best_seconds  # noqa: E402
 from benchmarks.timing import summarize  # noqa: E402
 
 
@@ -58,17 +59,15 @@ def main(folder: Path) -> None:
 
 
 def matmul_ceiling(device, size: int) -> dict:
-    """Best of 5 fp32 [size, size] matmuls in torch: the ceiling candidate of this runtime."""
+    """The fp32 [size, size] matmul in torch, timed as senti times its own: the ceiling of this runtime."""
     a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
-    best = float("inf")
-    for i in range(6):
-        t0 = time.perf_counter()
+
+    def call():
         a @ b
         if device.type == "cuda":
             torch.cuda.synchronize()
-        if i:  # the first call is warm-up
-            best = min(best, time.perf_counter() - t0)
-    return {"size": size, "matmul_flops_per_s": 2.0 * size**3 / best}
+
+    return {"size": size, "matmul_flops_per_s": 2.0 * size**3 / best_seconds(call)}
 
 
 if __name__ == "__main__":

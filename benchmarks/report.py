@@ -82,8 +82,9 @@ def write_report(folder: Path) -> Path:
         parts += ["", "## Training", "", f"{rows_trained} training rows; each row is the median of its timed "
                   "steps (column: how many, and their interquartile range) after warm-up, on the epoch's "
                   "batches of median padded width; seconds per epoch extrapolated from the median step. "
-                  "Speed-up against dynamic fp32 at the smallest batch.", "", _table(["mode", "precision", "batch", "s/epoch", "samples/s", "tokens/s",
-                                        "of ceiling", "speed-up", "timed steps"], rows), "",
+                  "Speed-up against dynamic fp32 at the smallest batch.", "",
+                  _table(["mode", "precision", "batch", "s/epoch", "samples/s", "tokens/s", "of ceiling",
+                          "speed-up", "timed steps"], rows), "",
                   f"Largest batch that fit: {limit.get('largest_batch_that_fit')}; out of memory at: "
                   f"{limit.get('oom_batches') or 'none'}."]
         if config["target"] == "cpu":

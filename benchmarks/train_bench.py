@@ -57,7 +57,7 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
                     amp_dtype = "bfloat16" if precision == "bf16" else "float16"
                     rng = np.random.default_rng(0)
                     batches = representative_batches(lengths, batch, rng)
-                    times, tokens = [], []
+                    times, tokens, flops = [], [], []
                     for i in range(warmup + steps):
                         index = batches[i % len(batches)]
                         ids, types = pad_batch(encoded, index)
@@ -70,16 +70,15 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
                         if i >= warmup:
                             times.append(_now(device) - start)
                             tokens.append(sum(lengths[j] for j in index))
+                            flops.append(sum(training_flops(lengths[j], **shape) for j in index))
                             if budget_s is not None and len(times) >= 3 and sum(times) > budget_s:
                                 break
                     step_s = float(np.median(times))
-                    flops = np.mean([sum(training_flops(lengths[j], **shape) for j in batches[i % len(batches)])
-                                     for i in range(warmup, warmup + len(times))])
                     record.update(
                         step_ms=summarize(times), samples_per_s=batch / step_s,
                         tokens_per_s=float(np.mean(tokens)) / step_s,
                         seconds_per_epoch=len(encoded) / batch * step_s, epoch_extrapolated=True,
-                        timed_steps=len(times), achieved_flops_per_s=float(flops) / step_s, oom=False,
+                        timed_steps=len(times), achieved_flops_per_s=float(np.mean(flops)) / step_s, oom=False,
                     )
                     say(f"train {mode} {precision} batch {batch}: {record['samples_per_s']:.1f} samples/s, "
                         f"{record['seconds_per_epoch']:.1f} s/epoch (extrapolated)")

@@ -49,25 +49,30 @@ class OnnxBackend:
         return logits.astype(np.float32, copy=False)
 
 
+def paddle_predictor(folder: Path, threads: int | None = None, device: str = "cpu", onednn: bool = True):
+    """A Paddle Inference predictor over a model folder (also what bench's ceiling times)."""
+    import paddle.inference as paddle_infer
+
+    model_file, params_file = layout.paddle_model_files(folder)
+    config = paddle_infer.Config(model_file, params_file)
+    if device == "gpu":
+        config.enable_use_gpu(256, 0)
+    else:
+        config.disable_gpu()
+        config.set_cpu_math_library_num_threads(threads or available_cores())
+        if onednn:
+            config.enable_mkldnn()
+        else:
+            config.disable_mkldnn()
+    config.disable_glog_info()
+    return paddle_infer.create_predictor(config)
+
+
 class PaddleBackend:
     """A Paddle Inference predictor (oneDNN on CPU by default)."""
 
     def __init__(self, folder: Path, threads: int | None = None, device: str = "cpu", onednn: bool = True):
-        import paddle.inference as paddle_infer
-
-        model_file, params_file = layout.paddle_model_files(folder)
-        config = paddle_infer.Config(model_file, params_file)
-        if device == "gpu":
-            config.enable_use_gpu(256, 0)
-        else:
-            config.disable_gpu()
-            config.set_cpu_math_library_num_threads(threads or available_cores())
-            if onednn:
-                config.enable_mkldnn()
-            else:
-                config.disable_mkldnn()
-        config.disable_glog_info()
-        self.predictor = paddle_infer.create_predictor(config)
+        self.predictor = paddle_predictor(folder, threads, device, onednn)
         self.input_names = self.predictor.get_input_names()
         self.output_name = self.predictor.get_output_names()[0]
         self.name = f"paddle inference ({'gpu' if device == 'gpu' else 'onednn' if onednn else 'cpu'})"
