@@ -31,18 +31,19 @@ def main(argv=None) -> dict:
     parser.add_argument("--work", default="runs/batch_cut")
     args = parser.parse_args(argv)
 
-    from serving.runtime import configure_runtime
+    from senti.serving.runtime import configure_runtime
 
     runtime = configure_runtime(args.threads)
-    from benchmarks.models import resolve_model
-    from serving.predictor import Predictor
-    from toolkit.data import load_splits
-    from toolkit.logs import quiet_libraries
+    from senti.serving import layout
+    from senti.benchmarks.models import resolve_model
+    from senti.serving.predictor import Predictor
+    from senti.toolkit.data import load_splits
+    from senti.toolkit.logs import quiet_libraries
 
     quiet_libraries()
     splits = load_splits(args.dataset)
     export_dir = Path(args.model)
-    if not (export_dir / "export.json").is_file():
+    if not (export_dir / layout.EXPORT_META).is_file():
         texts = [e.text for e in splits.train]
         _, export_dir, _ = resolve_model(args.model, Path(args.work), texts, splits.labels,
                                          [e.label for e in splits.train], say=print)

@@ -14,9 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-# Backends that compute in a precision other than fp32; all the others do fp32.
-BACKEND_PRECISION = {"onnx-int8": "int8", "onnx-fp16": "fp16"}
-
 
 def best_seconds(fn, repeats: int = 5) -> float:
     """Shortest of `repeats` timed calls after one warm-up: a ceiling wants the best case."""
@@ -58,8 +55,8 @@ def _onnx_matmul_graph(path: Path, size: int) -> None:
 
 def onnxruntime_matmul(size: int, threads: int, int8: bool) -> float:
     """Seconds of the matmul graph in ONNX Runtime; int8 goes through the export's own quantizer."""
-    from export.onnx_convert import quantize_int8
-    from serving.backends import ort_session
+    from senti.export.onnx_convert import quantize_int8
+    from senti.serving.backends import ort_session
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "matmul.onnx"
@@ -77,8 +74,8 @@ def paddle_inference_matmul(size: int, threads: int) -> float:
     import paddle
     from paddle.static import InputSpec
 
-    from serving import layout
-    from serving.backends import paddle_predictor
+    from senti.serving import layout
+    from senti.serving.backends import paddle_predictor
 
     with tempfile.TemporaryDirectory() as tmp:
         layer = paddle.nn.Linear(size, size, bias_attr=False)
@@ -130,7 +127,11 @@ def ceiling_of(records: list[dict]) -> dict[str, float]:
 
 
 def record_precision(record: dict) -> str:
-    return record.get("precision") or BACKEND_PRECISION.get(record.get("backend", ""), "fp32")
+    """A record's compute precision: its own, else its backend's in FORMATS (bench-only backends do fp32)."""
+    from senti.serving.backends import FORMATS
+
+    backend = FORMATS.get(record.get("backend", ""))
+    return record.get("precision") or (backend.precision if backend else "fp32")
 
 
 def attach_fractions(records: list[dict]) -> list[dict]:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.timing import summarize, time_calls
-from serving.backends import OnnxBackend, PaddleBackend
-from serving.batching import length_sorted_batches, pad_batch
-from serving import layout
+from senti.benchmarks.timing import summarize, time_calls
+from senti.serving.backends import OnnxBackend, PaddleBackend
+from senti.serving.batching import logits_in_order
+from senti.serving import layout
 
 CPU_BACKENDS = ("dynamic", "paddle-onednn", "paddle-plain", "onnx", "onnx-opt", "onnx-int8")
 GPU_BACKENDS = ("dynamic", "paddle-gpu", "onnx", "onnx-opt", "onnx-fp16")
@@ -25,7 +25,7 @@ def dynamic_backend(checkpoint: Path):
     """The dynamic-graph model as a backend: what training produced, before any conversion."""
     import paddle
 
-    from export.checkpoint import load_checkpoint
+    from senti.export.checkpoint import load_checkpoint
 
     model, _, _ = load_checkpoint(checkpoint)
 
@@ -85,25 +85,21 @@ def bench_real_texts(backends: dict, tokenizer, texts: list[str], gold: np.ndarr
     tokens = [len(e) for e in encoded]
     records = []
     for batch in batch_sizes:
-        batches = [pad_batch(encoded, index, tokenizer.pad_id) + (index,)
-                   for index in length_sorted_batches(tokens, batch)]
         for name, fn in backends.items():
             latencies, passes = [], []
             logits = np.zeros((len(texts), 0), dtype=np.float32)
 
+            def timed_call(ids, types, fn=fn):
+                t0 = time.perf_counter()
+                result = fn(ids, types)
+                latencies.append(time.perf_counter() - t0)
+                return result
+
             def one_pass():
                 nonlocal logits
-                out = None
                 t_pass = time.perf_counter()
-                for ids, types, index in batches:
-                    t0 = time.perf_counter()
-                    result = np.asarray(fn(ids, types), dtype=np.float32)
-                    latencies.append(time.perf_counter() - t0)
-                    if out is None:
-                        out = np.zeros((len(texts), result.shape[1]), dtype=np.float32)
-                    out[index] = result
+                logits = logits_in_order(timed_call, encoded, batch, tokenizer.pad_id)
                 passes.append(time.perf_counter() - t_pass)
-                logits = out
 
             one_pass()  # warm-up: also the logits for accuracy
             latencies.clear()
@@ -125,3 +121,72 @@ def bench_real_texts(backends: dict, tokenizer, texts: list[str], gold: np.ndarr
                 "passes": len(passes),
             })
     return records
+
+
+def run(ctx) -> list[dict]:
+    """The suite: every backend of the export (and the dynamic graph) on real dev texts, or fixed shapes."""
+    from senti.benchmarks.flops import forward_flops
+    from senti.serving.artifacts import read_export_meta
+    from senti.serving.tokenizer import FastTokenizer
+
+    config = ctx.config
+    export_meta = read_export_meta(ctx.export_dir)
+    backends = open_backends(ctx.export_dir, ctx.checkpoint, GPU_BACKENDS if ctx.device == "gpu" else CPU_BACKENDS,
+                             ctx.threads, ctx.device)
+    if config.seq_len:  # model alone: every text exactly seq_len tokens, compared against the dynamic graph
+        records = bench_fixed_shape(backends, sorted({1, *config.batch_sizes[:1]}), config.seq_len,
+                                    export_meta.model["vocab_size"], repeats=config.repeats, budget_s=60)
+        for r in records:
+            r["flops_per_text"] = forward_flops(config.seq_len, **ctx.shape)
+            r["model_texts_per_s"] = r["texts_per_s"]
+            r["achieved_flops_per_s"] = float(r["texts_per_s"] * r["flops_per_text"])
+            ctx.say(f"infer {r['backend']} batch {r['batch_size']} x {config.seq_len} tokens: p50 "
+                    f"{r['latency_ms']['p50']:.1f} ms, max |diff| vs dynamic {r['max_abs_logit_diff_vs_first']:.1e}")
+        return records
+    rows = ctx.splits.dev[: 64 if config.quick else config.infer_texts]
+    texts = [e.text for e in rows]
+    gold = np.array([ctx.labels.index(e.label) for e in rows]) if ctx.trained else None
+    tokenizer = FastTokenizer.from_export(ctx.export_dir, export_meta.tokenizer)
+    batch_sizes = sorted({1, *config.batch_sizes[:1 if config.quick else 2]})
+    max_seq_len = ctx.meta.max_seq_len
+    records = bench_real_texts(backends, tokenizer, texts, gold, max_seq_len, batch_sizes,
+                               repeats=2 if config.quick else config.repeats, budget_s=5 if config.quick else 12)
+    lengths = [len(e) for e in tokenizer(texts, max_seq_len)]
+    flops_per_text = float(np.mean([forward_flops(n, **ctx.shape) for n in lengths]))
+    for r in records:
+        r["flops_per_text"] = flops_per_text
+        r["achieved_flops_per_s"] = float(r["model_texts_per_s"] * flops_per_text)
+        r["accuracy_note"] = None if ctx.trained else "random weights: accuracy is chance level"
+        ctx.say(f"infer {r['backend']} batch {r['batch_size']}: p50 {r['latency_ms']['p50']:.1f} ms, "
+                f"{r['texts_per_s']:.0f} texts/s")
+    return records
+
+
+def report(results) -> list[str]:
+    """The report's inference sections: fixed shapes and real texts."""
+    from senti.benchmarks.markdown import number, share, table
+
+    lines = []
+    fixed = [r for r in results.by_suite("infer") if r.get("mode") == "fixed_shape"]
+    if fixed:
+        rows = [[r["backend"], r["batch_size"], number(r["latency_ms"]["p50"]), number(r["latency_ms"]["p95"]),
+                 number(r["texts_per_s"], 1), f"{r['max_abs_logit_diff_vs_first']:.1e}",
+                 f"{r['label_agreement_vs_first']:.2f}", share(r)] for r in fixed]
+        lines += ["", "## Inference, fixed shape", "", f"Every input {fixed[0]['seq_len']} tokens (random ids); "
+                  "ms per batch, median of the timed runs; differences against the dynamic graph on the same "
+                  "inputs.", "", table(["backend", "batch", "p50 ms", "p95 ms", "texts/s", "max |logit diff|",
+                                         "label agreement", "of ceiling"], rows)]
+    real = [r for r in results.by_suite("infer") if r.get("mode") != "fixed_shape"]
+    if real:
+        rows = [[r["backend"], r["batch_size"], number(r["latency_ms"]["p50"]), number(r["latency_ms"]["p95"]),
+                 number(r["latency_ms"]["p99"]), number(r["texts_per_s"], 0), number(r["model_texts_per_s"], 0),
+                 number(r["tokenizer_ms_per_text"], 3), number(r["accuracy"], 4), share(r)]
+                for r in real]
+        first = real[0]
+        lines += ["", "## Inference", "", f"{first['texts']} real dev texts ({first['mean_tokens']:.0f} tokens on "
+                  "average), length-sorted batches padded to their longest text; latency per model call; texts/s "
+                  "end to end includes the tokenizer, which is also shown alone.",
+                  first.get("accuracy_note") or "", "",
+                  table(["backend", "batch", "p50 ms", "p95 ms", "p99 ms", "texts/s", "model texts/s",
+                         "tokenizer ms/text", "accuracy", "of ceiling"], rows)]
+    return lines

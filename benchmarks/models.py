@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolkit.models import SHAPES
+from senti.serving import layout
+from senti.toolkit.models import SHAPES
 
 
 def random_checkpoint(shape: str, out: Path, texts: list[str], labels: list[str], max_seq_len: int = 128) -> Path:
@@ -13,16 +14,16 @@ def random_checkpoint(shape: str, out: Path, texts: list[str], labels: list[str]
     Speed does not depend on the weights, so benchmarks of shapes need no training; accuracy
     figures beside them are then chance level, and the report says so.
     """
-    from export.checkpoint import read_meta
-    from toolkit.checkpoint import save_checkpoint, versions
-    from toolkit.models import build_model
-    from toolkit.train import checkpoint_meta
+    from senti.export.checkpoint import read_meta
+    from senti.toolkit.checkpoint import save_checkpoint, versions
+    from senti.toolkit.models import build_model
+    from senti.toolkit.train import checkpoint_meta
 
-    if (out / "senti.json").is_file():
+    if (out / layout.CHECKPOINT_META).is_file():
         read_meta(out)
         return out
     model, tokenizer, source = build_model(f"scratch:{shape}", labels, texts, max_seq_len)
-    meta = checkpoint_meta("senti bench (random weights)", labels, max_seq_len, tokenizer, source, versions())
+    meta = checkpoint_meta("senti bench (random weights)", labels, max_seq_len, tokenizer, source, versions(), None)
     save_checkpoint(model, tokenizer, out, meta)
     return out
 
@@ -30,14 +31,14 @@ def random_checkpoint(shape: str, out: Path, texts: list[str], labels: list[str]
 def resolve_model(spec: str, work: Path, texts: list[str], labels: list[str], gold: list[str],
                   quantize: bool = True, say=print, parity_texts: int = 256) -> tuple[Path, Path, bool]:
     """(checkpoint, export folder, trained?) for a shape name or a checkpoint folder."""
-    from export.pipeline import ExportConfig, export_model
+    from senti.export.pipeline import ExportConfig, export_model
 
     trained = spec not in SHAPES
     checkpoint = Path(spec) if trained else random_checkpoint(spec, work / f"{spec}-checkpoint", texts, labels)
     export_dir = work / f"{checkpoint.name}-export"
-    meta = export_dir / "export.json"
+    meta = export_dir / layout.EXPORT_META
     # Re-export when the checkpoint was written after the export (a rerun of training, say).
-    if not meta.is_file() or meta.stat().st_mtime < (checkpoint / "senti.json").stat().st_mtime:
+    if not meta.is_file() or meta.stat().st_mtime < (checkpoint / layout.CHECKPOINT_META).stat().st_mtime:
         say(f"exporting {checkpoint} for the benchmark")
         config = ExportConfig(model=str(checkpoint), output_dir=str(export_dir), quantize="int8" if quantize else None,
                               overwrite=True)

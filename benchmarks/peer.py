@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.flops import forward_flops, training_flops
-from benchmarks.train_bench import representative_batches
-from serving.batching import pad_batch
+from senti.benchmarks.flops import forward_flops, training_flops
+from senti.benchmarks.train_bench import representative_batches
+from senti.serving.batching import pad_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "peer_worker.py"
@@ -78,3 +78,37 @@ def bench_peer(encoded, labels: np.ndarray, shape: dict, heads: int, vocab_size:
                             "mean_tokens": mean_tokens[record["task"]], "achieved_flops_per_s": float(achieved),
                             **record})
     return records
+
+
+def run(ctx) -> list[dict]:
+    """The suite: PyTorch + transformers on the same shape and batches, in the peer environment."""
+    reason = available()
+    if reason:
+        ctx.say(f"peer: skipped ({reason})")
+        return [{"suite": "peer", "skipped": reason}]
+    cfg = ctx.model_config
+    return bench_peer(ctx.encoded, ctx.y, ctx.shape, cfg.num_attention_heads, cfg.vocab_size, len(ctx.labels),
+                      ctx.batch_sizes[:1], ctx.steps, ctx.warmup, ctx.threads, ctx.device)
+
+
+def report(results) -> list[str]:
+    from senti.benchmarks.markdown import share
+
+    peers = results.by_suite("peer")
+    train = [r for r in results.by_suite("train") if not r.get("oom")]
+    lines = ["", "## Peer: PyTorch + transformers, same shape", ""]
+    if peers[0].get("skipped"):
+        return lines + [f"Skipped: {peers[0]['skipped']}."]
+    for p in peers:
+        if p["task"] == "train":
+            ours = next((r for r in train if r["mode"] == "dynamic" and r["precision"] == "fp32"
+                         and r["batch_size"] == p["batch_size"]), None)
+            ratio = f"; senti dynamic graph / PyTorch = {ours['samples_per_s'] / p['samples_per_s']:.2f}" if ours else ""
+            lines.append(f"- training, batch {p['batch_size']}: {p['samples_per_s']:.1f} samples/s, "
+                         f"{share(p)} of ceiling ({p['framework']}){ratio}")
+        else:
+            lines.append(f"- inference, batch {p['batch_size']} of one training batch "
+                         f"({p.get('mean_tokens', 0):.0f} tokens on average, unlike the table above): "
+                         f"p50 {p['latency_ms']['p50']:.1f} ms, {p['texts_per_s']:.0f} texts/s, "
+                         f"{share(p)} of ceiling")
+    return lines

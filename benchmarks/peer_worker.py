@@ -9,10 +9,11 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-# The worker runs as a script in the peer environment; these helpers need only numpy, so share them.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.ceiling import best_seconds  # noqa: E402
-from benchmarks.timing import summarize  # noqa: E402
+# The worker runs as a script in the peer environment, where senti is not installed; these two helper
+# modules need only numpy at import, so they are loaded from this folder by their bare names.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ceiling import best_seconds  # noqa: E402
+from timing import summarize  # noqa: E402
 
 
 def main(folder: Path) -> None:

@@ -13,8 +13,8 @@ def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, backend
     import pyarrow.parquet as pq
     import ray
 
-    from serving import Predictor
-    from serving.ray_predict import predict_with_ray
+    from senti.serving import Predictor
+    from senti.serving.ray_predict import predict_with_ray
 
     work.mkdir(parents=True, exist_ok=True)
     source = work / "ray_input.parquet"
@@ -40,3 +40,31 @@ def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, backend
             "ray_startup_s": result["ray_startup_s"], "ray_total_s": result["total_s"],
             "actors": result["actors"], "threads_per_actor": result["threads_per_actor"],
             "errors": result["errors"], "rows_out": result["rows_out"]}
+
+
+def run(ctx) -> list[dict]:
+    """The suite: `senti predict --engine ray` on a fresh local Ray against the in-process Predictor."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return [{"suite": "ray", "skipped": "Ray is not installed (pip install 'senti[scale]')"}]
+    record = bench_ray(ctx.export_dir, [e.text for e in ctx.splits.dev], ctx.out / "ray", threads=ctx.threads,
+                       rows=1000 if ctx.config.quick else 3000)
+    ctx.say(f"ray: {record['ray_texts_per_s']:.0f} texts/s against {record['in_process_texts_per_s']:.0f} "
+            f"in process ({record['ray_over_in_process']:.0%}); start-up {record['ray_startup_s']:.1f} s")
+    return [record]
+
+
+def report(results) -> list[str]:
+    lines = []
+    for r in results.by_suite("ray"):
+        lines += ["", "## Ray Data", ""]
+        if r.get("skipped"):
+            lines.append(f"Skipped: {r['skipped']}.")
+            continue
+        lines.append(f"{r['rows']:,} rows from one Parquet file, backend {r['backend']}: in process "
+                     f"{r['in_process_texts_per_s']:,.0f} texts/s; `senti predict --engine ray` ({r['actors']} actors x "
+                     f"{r['threads_per_actor']} threads) {r['ray_texts_per_s']:,.0f} texts/s after start-up "
+                     f"({r['ray_over_in_process']:.0%} of in process), {r['rows_out']:,} rows out, {r['errors']} errors; "
+                     f"Ray start-up {r['ray_startup_s']:.1f} s, whole run {r['ray_total_s']:.1f} s.")
+    return lines

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import socket
 import subprocess
@@ -18,14 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.timing import summarize
-
-ROOT = Path(__file__).resolve().parent.parent
+from senti.benchmarks.timing import summarize
 
 
 def in_process(export_dir: Path, texts: list[str], backend: str, batch_size: int, threads: int,
                repeats: int = 3) -> dict:
-    from serving import Predictor
+    from senti.serving import Predictor
 
     predictor = Predictor.load(export_dir, backend=backend, threads=threads)
     predictor.predict(texts[:batch_size], batch_size=batch_size)
@@ -53,10 +50,10 @@ def through_server(export_dir: Path, texts: list[str], backend: str, threads: in
     logging.getLogger("httpx").setLevel(logging.WARNING)
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkit.cli", "serve", "--model", str(export_dir), "--port", str(port),
+        [sys.executable, "-m", "senti.cli", "serve", "--model", str(export_dir), "--port", str(port),
          "--backend", backend, "--threads", str(threads), "--max-batch-size", str(max_batch_size),
          "--max-wait-ms", str(max_wait_ms), "--max-queue", str(clients * texts_per_request * 4)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -111,3 +108,29 @@ def bench_serving(export_dir: Path, texts: list[str], backend: str = "onnx", thr
     served = through_server(export_dir, texts, backend, threads, **load)
     return {"suite": "serve", "backend": backend, "in_process": direct, "server": served,
             "server_over_in_process": served["texts_per_s"] / direct["texts_per_s"]}
+
+
+def run(ctx) -> list[dict]:
+    """The suite: `senti serve` under a concurrent loopback load against the in-process Predictor (CPU only)."""
+    if ctx.device == "gpu":
+        return []
+    config = ctx.config
+    texts = [e.text for e in ctx.splits.dev][: config.infer_texts]
+    load = dict(clients=32, requests=300 if config.quick else 1000, texts_per_request=4)
+    record = bench_serving(ctx.export_dir, texts, backend="onnx", threads=ctx.threads, **load)
+    ctx.say(f"serve: {record['server']['texts_per_s']:.0f} texts/s through HTTP, "
+            f"{record['in_process']['texts_per_s']:.0f} in process ({record['server_over_in_process']:.0%})")
+    return [record]
+
+
+def report(results) -> list[str]:
+    lines = []
+    for r in results.by_suite("serve"):
+        s, d = r["server"], r["in_process"]
+        lines += ["", "## Serving", "", f"In process (Predictor, batch 32): {d['texts_per_s']:,.0f} texts/s. "
+                  f"Through `senti serve` ({s['clients']} clients, {s['requests']} requests of "
+                  f"{s['texts_per_request']} texts, {s['errors']} errors): {s['texts_per_s']:,.0f} texts/s "
+                  f"({r['server_over_in_process']:.0%} of in process), latency p50 {s['latency_ms']['p50']:.1f} ms, "
+                  f"p95 {s['latency_ms']['p95']:.1f} ms, p99 {s['latency_ms']['p99']:.1f} ms; mean model batch "
+                  f"{s['mean_model_batch']:.1f} texts."]
+    return lines

@@ -24,15 +24,15 @@ def main(argv=None) -> dict:
     parser.add_argument("--work", default="runs/student_speed")
     args = parser.parse_args(argv)
 
-    from serving.runtime import configure_runtime
+    from senti.serving.runtime import configure_runtime
 
     runtime = configure_runtime(args.threads)
-    from benchmarks.infer import bench_real_texts, open_backends
-    from benchmarks.models import resolve_model
-    from serving.predictor import read_export_meta
-    from serving.tokenizer import FastTokenizer
-    from toolkit.data import load_splits
-    from toolkit.logs import quiet_libraries
+    from senti.benchmarks.infer import bench_real_texts, open_backends
+    from senti.benchmarks.models import resolve_model
+    from senti.serving.artifacts import read_export_meta
+    from senti.serving.tokenizer import FastTokenizer
+    from senti.toolkit.data import load_splits
+    from senti.toolkit.logs import quiet_libraries
 
     quiet_libraries()
     splits = load_splits(args.dataset)
@@ -50,9 +50,9 @@ def main(argv=None) -> dict:
         for role, export_dir in exports.items():
             meta = read_export_meta(export_dir)
             backends = open_backends(export_dir, None, args.backends.split(","), int(runtime["omp_num_threads"]))
-            gold = np.array([meta["labels"].index(e.label) for e in rows])
-            tokenizer = FastTokenizer.from_export(export_dir, meta["tokenizer"])
-            for r in bench_real_texts(backends, tokenizer, texts, gold, meta["max_seq_len"], [args.batch_size],
+            gold = np.array([meta.labels.index(e.label) for e in rows])
+            tokenizer = FastTokenizer.from_export(export_dir, meta.tokenizer)
+            for r in bench_real_texts(backends, tokenizer, texts, gold, meta.max_seq_len, [args.batch_size],
                                       repeats=2, budget_s=60):
                 results.setdefault((role, r["backend"]), []).append(r)
     summary = {"runtime": runtime, "texts": len(texts), "batch_size": args.batch_size, "backends": {}}

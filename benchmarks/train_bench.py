@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.flops import training_flops
-from benchmarks.timing import summarize
-from serving.batching import pad_batch
-from toolkit.batching import length_bucketed_batches
-from toolkit.loop import optimizer_step
+from senti.benchmarks.flops import training_flops
+from senti.benchmarks.timing import summarize
+from senti.serving.batching import pad_batch
+from senti.toolkit.batching import length_bucketed_batches
+from senti.toolkit.loop import optimizer_step
 
 OOM_MARKERS = ("out of memory", "ResourceExhausted", "Cannot allocate")
 
@@ -115,3 +115,52 @@ def _now(device: str) -> float:
 
         paddle.device.synchronize()
     return time.perf_counter()
+
+
+def run(ctx) -> list[dict]:
+    """The suite: every (mode, precision, batch size) on random weights of the model's shape."""
+    from senti.benchmarks.run import precisions_for
+
+    def fresh():  # random weights of the checkpoint's shape: speed does not depend on them
+        from paddlenlp.transformers import ErnieForSequenceClassification
+
+        return ErnieForSequenceClassification(ctx.model_config)
+
+    records = bench_training(fresh, ctx.encoded, ctx.y, ctx.shape, ctx.batch_sizes, precisions_for(ctx.config),
+                             ["dynamic", "to_static"], ctx.steps, ctx.warmup, ctx.device, say=ctx.say, stop=ctx.stop,
+                             budget_s=None if ctx.config.quick else ctx.config.train_budget_s)
+    fitting = [r["batch_size"] for r in records if not r.get("oom")]
+    return records + [{"suite": "train_limit", "largest_batch_that_fit": max(fitting or [0]),
+                       "oom_batches": sorted({r["batch_size"] for r in records if r.get("oom")})}]
+
+
+def report(results) -> list[str]:
+    """The report's training section."""
+    from senti.benchmarks.markdown import number, share, table
+
+    measured = results.by_suite("train")
+    train = [r for r in measured if not r.get("oom")]
+    base = next((r for r in train if r["mode"] == "dynamic" and r["precision"] == "fp32"), train[0] if train else None)
+    rows = []
+    for r in measured:
+        if r.get("oom"):
+            rows.append([r["mode"], r["precision"], r["batch_size"], "out of memory", "", "", "", "", ""])
+            continue
+        rows.append([r["mode"], r["precision"], r["batch_size"], number(r["seconds_per_epoch"]) + " (extrap.)",
+                     number(r["samples_per_s"]), number(r["tokens_per_s"], 0), share(r),
+                     f"{base['seconds_per_epoch'] / r['seconds_per_epoch']:.2f}x",
+                     f"{r['timed_steps']} (IQR {r['step_ms']['iqr']:,.0f} ms)"])
+    limit = next(iter(results.by_suite("train_limit")), {})
+    rows_trained = train[0]["train_rows"] if train else 0
+    lines = ["", "## Training", "", f"{rows_trained} training rows; each row is the median of its timed "
+             "steps (column: how many, and their interquartile range) after warm-up, on the epoch's "
+             "batches of median padded width; seconds per epoch extrapolated from the median step. "
+             "Speed-up against dynamic fp32 at the smallest batch.", "",
+             table(["mode", "precision", "batch", "s/epoch", "samples/s", "tokens/s", "of ceiling",
+                    "speed-up", "timed steps"], rows), "",
+             f"Largest batch that fit: {limit.get('largest_batch_that_fit')}; out of memory at: "
+             f"{limit.get('oom_batches') or 'none'}."]
+    if results.config["target"] == "cpu":
+        lines.append("No AMP rows: Paddle's AMP does nothing on CPU (it trains fp32), so timing it would "
+                     "report fp32 twice.")
+    return lines

@@ -4,28 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from export.specs import ExportSpec
-from serving.batching import length_sorted_batches, pad_batch
+from senti.serving.backends import FORMATS
+from senti.serving.batching import logits_in_order
 
 # Batch shapes checked: one text at a time (no padding) and full length-sorted batches.
 SINGLE_TEXTS = 16
 BATCH_SIZE = 32
 
 
-def run_all(fn, encoded, batch_size: int) -> np.ndarray:
-    """Logits of `fn(input_ids, token_type_ids)` for every encoded text, in input order."""
-    out = None
-    for index in length_sorted_batches([len(e) for e in encoded], batch_size):
-        logits = np.asarray(fn(*pad_batch(encoded, index)), dtype=np.float32)
-        if out is None:
-            out = np.zeros((len(encoded), logits.shape[1]), dtype=np.float32)
-        out[index] = logits
-    return out
-
-
 def logits_by_shape(fn, encoded) -> dict[str, np.ndarray]:
-    return {f"batch_{BATCH_SIZE}": run_all(fn, encoded, BATCH_SIZE),
-            "batch_1": run_all(fn, encoded[:SINGLE_TEXTS], 1)}
+    return {f"batch_{BATCH_SIZE}": logits_in_order(fn, encoded, BATCH_SIZE),
+            "batch_1": logits_in_order(fn, encoded[:SINGLE_TEXTS], 1)}
 
 
 def compare(reference: dict, candidate: dict, gold: np.ndarray) -> dict:
@@ -43,16 +32,17 @@ def compare(reference: dict, candidate: dict, gold: np.ndarray) -> dict:
     }
 
 
-def judge(fmt: str, result: dict, reference_accuracy: float, spec: ExportSpec) -> dict:
-    """Add `fit` and `reason`: fp32 formats must match, fp16 nearly, INT8 may cost at most a point."""
-    if fmt == "onnx-int8":
+def judge(fmt: str, result: dict, reference_accuracy: float) -> dict:
+    """Add `fit` and `reason` by the format's tolerance in `FORMATS`: fp32 must match, fp16 nearly,
+    INT8 may cost at most its accuracy drop."""
+    kind, limit = FORMATS[fmt].tolerance
+    if kind == "accuracy_drop":
         drop = reference_accuracy - result["accuracy"]
         result["accuracy_drop"] = drop
-        ok = drop <= spec.int8_max_accuracy_drop
-        reason = f"accuracy drop {drop:+.4f} {'within' if ok else 'beyond'} {spec.int8_max_accuracy_drop}"
+        ok = drop <= limit
+        reason = f"accuracy drop {drop:+.4f} {'within' if ok else 'beyond'} {limit}"
     else:
-        atol = spec.fp16_atol if fmt == "onnx-fp16" else spec.fp32_atol
-        ok = result["max_abs_logit_diff"] <= atol and result["label_agreement"] == 1.0
-        reason = (f"max |logit diff| {result['max_abs_logit_diff']:.2e} (limit {atol:.0e}), "
+        ok = result["max_abs_logit_diff"] <= limit and result["label_agreement"] == 1.0
+        reason = (f"max |logit diff| {result['max_abs_logit_diff']:.2e} (limit {limit:.0e}), "
                   f"label agreement {result['label_agreement']:.4f} (must be 1)")
     return {**result, "fit": bool(ok), "reason": reason}

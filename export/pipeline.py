@@ -16,26 +16,27 @@ from pathlib import Path
 
 import numpy as np
 
-from export.checkpoint import load_checkpoint
-from export.onnx_convert import ExportError, optimize, paddle_to_onnx, quantize_int8, to_fp16
-from export.parity import compare, judge, logits_by_shape
-from export.specs import ERNIE_SEQUENCE_CLASSIFICATION, ExportSpec
-from export.static import save_static
-from export.triton import write_repository
-from serving import layout
-from serving.backends import open_backend
-from serving.errors import SentiError
-from serving.runtime import package_versions
+from senti.export.checkpoint import load_checkpoint
+from senti.export.onnx_convert import ExportError, optimize, paddle_to_onnx, quantize_int8, to_fp16
+from senti.export.parity import compare, judge, logits_by_shape
+from senti.export.specs import ERNIE_SEQUENCE_CLASSIFICATION, ExportSpec
+from senti.export.static import save_static
+from senti.export.triton import write_repository
+from senti.serving import layout
+from senti.serving.artifacts import ExportMeta
+from senti.serving.backends import FORMATS, open_backend
+from senti.serving.errors import SentiError
+from senti.serving.runtime import package_versions
 
-FORMATS = ("paddle", "onnx")
-FP32_FORMATS = ("paddle", "onnx", "onnx-opt")
+EXPORT_FORMATS = ("paddle", "onnx")  # what --formats chooses; the ONNX variants follow from --quantize and --fp16
+QUANTIZE_CHOICES = ("int8",)
 
 
 @dataclass
 class ExportConfig:
     model: str
     output_dir: str
-    formats: tuple[str, ...] = FORMATS
+    formats: tuple[str, ...] = EXPORT_FORMATS
     quantize: str | None = None  # "int8"
     fp16: bool = False
     opset: int = 14
@@ -46,10 +47,10 @@ class ExportConfig:
 
     def __post_init__(self):
         self.formats = tuple(self.formats)
-        unknown = set(self.formats) - set(FORMATS)
+        unknown = set(self.formats) - set(EXPORT_FORMATS)
         if unknown or not self.formats:
-            raise ExportError(f"formats must be a non-empty subset of {', '.join(FORMATS)}; got {self.formats}")
-        if self.quantize not in (None, "int8"):
+            raise ExportError(f"formats must be a non-empty subset of {', '.join(EXPORT_FORMATS)}; got {self.formats}")
+        if self.quantize not in (None, *QUANTIZE_CHOICES):
             raise ExportError(f"quantize must be 'int8'; got '{self.quantize}'")
         if (self.quantize or self.fp16) and "onnx" not in self.formats:
             raise ExportError("--quantize and --fp16 produce ONNX models: add onnx to --formats")
@@ -73,17 +74,45 @@ def _versions() -> dict:
                              "onnxruntime-gpu"))
 
 
+# The ONNX formats made from another one: format -> (source format, how). Every format is described
+# (file, precision, tolerance, rank) in senti.serving.backends.FORMATS; this table says how to make it.
+def _optimize(src: Path, out: Path, model) -> dict:
+    return {"fusions": optimize(src, out, model.config.num_attention_heads, model.config.hidden_size)}
+
+
+DERIVED = {
+    "onnx-opt": ("onnx", _optimize),
+    "onnx-int8": ("onnx-opt", lambda src, out, model: quantize_int8(src, out)),
+    "onnx-fp16": ("onnx-opt", lambda src, out, model: to_fp16(src, out)),
+}
+
+
+def wanted_formats(config: ExportConfig) -> list[str]:
+    """The formats this export writes, in FORMATS order."""
+    wanted = set(config.formats)
+    if "onnx" in wanted:
+        wanted.add("onnx-opt")
+        if config.quantize == "int8":
+            wanted.add("onnx-int8")
+        if config.fp16:
+            wanted.add("onnx-fp16")
+    return [name for name in FORMATS if name in wanted]
+
+
 def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=print,
-                 spec: ExportSpec = ERNIE_SEQUENCE_CLASSIFICATION) -> dict:
-    """Export per `config`, proving parity on `texts` (with `gold` labels); returns export.json's content."""
+                 spec: ExportSpec = ERNIE_SEQUENCE_CLASSIFICATION, data: dict | None = None) -> dict:
+    """Export per `config`, proving parity on `texts` (with `gold` labels); returns export.json's content.
+
+    `data` is the split recipe the parity texts were cut with, recorded in export.json.
+    """
     import paddle
 
     spec = replace(spec, opset=config.opset)
     out = Path(config.output_dir).expanduser().resolve()
     _check_output(out, config.overwrite)
     model, tokenizer, meta = load_checkpoint(Path(config.model))
-    labels = meta["labels"]
-    max_len = config.max_seq_len or meta["max_seq_len"]
+    labels = meta.labels
+    max_len = config.max_seq_len or meta.max_seq_len
     if max_len > model.config.max_position_embeddings:
         raise ExportError(f"max_seq_len {max_len} exceeds the model's {model.config.max_position_embeddings} positions")
     unknown = sorted(set(gold) - set(labels))
@@ -108,39 +137,35 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         formats, io = {}, None
         graph_file, params_file = save_static(model, staging / layout.PADDLE_DIR, spec)
 
-        def check(fmt: str, **options) -> dict:
+        def check(fmt: str) -> dict:
             try:
-                candidate = logits_by_shape(open_backend(staging, fmt, threads=config.threads, **options), encoded)
+                candidate = logits_by_shape(open_backend(staging, fmt, threads=config.threads), encoded)
             except SentiError:
                 raise
             except Exception as err:  # the runtimes raise their own types on graphs they cannot run
+                if FORMATS[fmt].cpu_rank is None:  # a GPU format: the CPU provider may lack its kernels
+                    return {"fit": None, "reason": f"not verifiable here ({type(err).__name__}: {str(err)[:120]})"}
                 raise ExportError(f"{fmt}: the exported model does not run ({type(err).__name__}: "
                                   f"{str(err).splitlines()[0][:200]})") from None
-            result = judge(fmt, compare(reference, candidate, gold_ids), reference_accuracy, spec)
+            result = judge(fmt, compare(reference, candidate, gold_ids), reference_accuracy)
             say(f"{fmt}: {result['reason']}; accuracy {result['accuracy']:.4f}")
             return result
 
-        if "paddle" in config.formats:
-            formats["paddle"] = {"files": [f"{layout.PADDLE_DIR}/{Path(graph_file).name}",
-                                           f"{layout.PADDLE_DIR}/{layout.PADDLE_PARAMS}"],
-                                 "parity": check("paddle")}
-        if "onnx" in config.formats:
-            onnx_path = staging / layout.ONNX_FILES["onnx"]
-            io = paddle_to_onnx(graph_file, params_file, onnx_path, spec)
-            formats["onnx"] = {"files": [onnx_path.name], "parity": check("onnx")}
-            opt_path = staging / layout.ONNX_FILES["onnx-opt"]
-            fusions = optimize(onnx_path, opt_path, model.config.num_attention_heads, model.config.hidden_size)
-            formats["onnx-opt"] = {"files": [opt_path.name], "fusions": fusions, "parity": check("onnx-opt")}
-            if config.quantize == "int8":
-                int8_path = staging / layout.ONNX_FILES["onnx-int8"]
-                quantize_int8(opt_path, int8_path)
-                formats["onnx-int8"] = {"files": [int8_path.name], "parity": check("onnx-int8")}
-            if config.fp16:
-                fp16_path = staging / layout.ONNX_FILES["onnx-fp16"]
-                to_fp16(opt_path, fp16_path)
-                formats["onnx-fp16"] = {"files": [fp16_path.name], "parity": _check_fp16(check)}
+        for fmt in wanted_formats(config):
+            path = staging / FORMATS[fmt].path
+            extra = {}
+            if fmt == "paddle":
+                files = [f"{layout.PADDLE_DIR}/{Path(graph_file).name}", f"{layout.PADDLE_DIR}/{layout.PADDLE_PARAMS}"]
+            elif fmt == "onnx":
+                io = paddle_to_onnx(graph_file, params_file, path, spec)
+                files = [path.name]
+            else:
+                source, make = DERIVED[fmt]
+                extra = make(staging / FORMATS[source].path, path, model) or {}
+                files = [path.name]
+            formats[fmt] = {"files": files, **extra, "parity": check(fmt)}
         failed = {f: v["parity"]["reason"] for f, v in formats.items()
-                  if f in FP32_FORMATS and not v["parity"]["fit"]}
+                  if FORMATS[f].required and not v["parity"]["fit"]}
         if failed:
             raise ExportError("exported model disagrees with the dynamic graph: " +
                               "; ".join(f"{f}: {r}" for f, r in failed.items()))
@@ -151,47 +176,37 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
             triton = write_repository(staging / layout.TRITON_DIR, config.triton_name,
                                       staging / layout.ONNX_FILES["onnx"], labels)
         shutil.copyfile(Path(config.model) / layout.VOCAB, staging / layout.VOCAB)
-        record = {
-            "meta_version": layout.META_VERSION,
-            "written_by": "senti export",
-            "source_checkpoint": str(Path(config.model).resolve()),
-            "labels": labels,
-            "max_seq_len": max_len,
-            "tokenizer": {
+        record = ExportMeta(
+            source_checkpoint=str(Path(config.model).resolve()),
+            data=data,
+            labels=labels,
+            max_seq_len=max_len,
+            tokenizer={
                 "class": type(tokenizer).__name__, "vocab_file": layout.VOCAB,
                 "do_lower_case": bool(getattr(tokenizer, "do_lower_case", True)),
                 "unk_token": tokenizer.unk_token, "cls_token": tokenizer.cls_token,
                 "sep_token": tokenizer.sep_token, "pad_token": tokenizer.pad_token,
                 "pad_token_id": tokenizer.pad_token_id,
             },
-            "model": {"hidden_size": model.config.hidden_size, "num_hidden_layers": model.config.num_hidden_layers,
-                      "num_attention_heads": model.config.num_attention_heads,
-                      "intermediate_size": model.config.intermediate_size, "vocab_size": model.config.vocab_size},
-            "io": io or {"inputs": {n: ["batch", "sequence"] for n in spec.input_names},
-                         "outputs": {spec.output_name: ["batch", len(labels)]}},
-            "spec": asdict(spec),
-            "parity_texts": len(texts),
-            "reference_accuracy": reference_accuracy,
-            "formats": formats,
-            "triton": str(triton.relative_to(staging)) if triton else None,
-            "versions": _versions(),
-            "seconds": time.perf_counter() - started,
-        }
-        text = json.dumps(record, ensure_ascii=False, indent=2) + "\n"
-        (staging / layout.EXPORT_META).write_text(text, encoding="utf-8")
+            model={"hidden_size": model.config.hidden_size, "num_hidden_layers": model.config.num_hidden_layers,
+                   "num_attention_heads": model.config.num_attention_heads,
+                   "intermediate_size": model.config.intermediate_size, "vocab_size": model.config.vocab_size},
+            io=io or {"inputs": {n: ["batch", "sequence"] for n in spec.input_names},
+                      "outputs": {spec.output_name: ["batch", len(labels)]}},
+            spec=asdict(spec),
+            parity_texts=len(texts),
+            reference_accuracy=reference_accuracy,
+            formats=formats,
+            triton=str(triton.relative_to(staging)) if triton else None,
+            versions=_versions(),
+            seconds=time.perf_counter() - started,
+        )
+        record.write(staging)
         _publish(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return json.loads(text)  # exactly what export.json holds
-
-
-def _check_fp16(check) -> dict:
-    """fp16 graphs need kernels the CPU provider may lack; say so instead of failing the export."""
-    try:
-        return check("onnx-fp16")
-    except Exception as err:  # onnxruntime raises its own types for missing kernels
-        return {"fit": None, "reason": f"not verifiable here ({type(err).__name__}: {str(err)[:120]})"}
+    return json.loads((out / layout.EXPORT_META).read_text(encoding="utf-8"))  # exactly what export.json holds
 
 
 def _publish(staging: Path, out: Path) -> None:

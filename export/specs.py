@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from serving import layout
+from senti.serving import layout
 
 
 @dataclass(frozen=True)
@@ -14,10 +14,7 @@ class ExportSpec:
     # Every input is [batch, sequence]: any batch size, any length up to the model's limit.
     dynamic_axes: tuple[str, ...] = ("batch", "sequence")
     output_name: str = layout.OUTPUT_NAME
-    opset: int = 14
-    fp32_atol: float = 1e-4  # max |logit difference| allowed for fp32 formats
-    fp16_atol: float = 5e-2
-    int8_max_accuracy_drop: float = 0.01  # beyond this an INT8 model is marked unfit
+    opset: int = 14  # tolerances are per format, in senti.serving.backends.FORMATS
 
 
 ERNIE_SEQUENCE_CLASSIFICATION = ExportSpec()

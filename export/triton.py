@@ -5,10 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from serving import layout
+from senti.serving import layout
 
-CONFIG = "config.pbtxt"
-LABELS = "labels.txt"
+CONFIG = layout.TRITON_CONFIG
+LABELS = layout.TRITON_LABELS
 
 
 def config_pbtxt(name: str, num_labels: int, max_batch_size: int, max_queue_delay_us: int) -> str:
@@ -36,7 +36,7 @@ def write_repository(root: Path, name: str, onnx_file: Path, labels: list[str],
     """Write `root/<name>/{config.pbtxt, labels.txt, 1/model.onnx}`; returns the model folder."""
     model_dir = root / name
     (model_dir / "1").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(onnx_file, model_dir / "1" / "model.onnx")
+    shutil.copyfile(onnx_file, model_dir / "1" / layout.TRITON_MODEL)
     (model_dir / LABELS).write_text("\n".join(labels) + "\n", encoding="utf-8")
     (model_dir / CONFIG).write_text(config_pbtxt(name, len(labels), max_batch_size, max_queue_delay_us),
                                     encoding="utf-8")

@@ -2,19 +2,20 @@
 
 Each backend is a callable `(input_ids, token_type_ids) -> logits` on int64 numpy arrays, fed by
 input name, so a graph whose inputs come in another order still receives the right tensors.
+`FORMATS` is the one table of them: export, `Predictor`, parity, bench and the CLI all read it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from serving import layout
-from serving.errors import ArtifactError
-from serving.runtime import available_cores
-
-BACKENDS = ("paddle", "onnx", "onnx-opt", "onnx-int8", "onnx-fp16")
+from senti.serving import layout
+from senti.serving.errors import ArtifactError
+from senti.serving.runtime import available_cores
 
 
 def ort_session(path: Path, threads: int | None = None, device: str = "cpu"):
@@ -85,17 +86,45 @@ class PaddleBackend:
         return self.predictor.get_output_handle(self.output_name).copy_to_cpu().astype(np.float32, copy=False)
 
 
+@dataclass(frozen=True)
+class BackendFormat:
+    """One exported format and how it is run, checked and chosen."""
+
+    name: str
+    path: str  # inside the export folder (a file, or the Paddle Inference folder)
+    precision: str  # fp32 | int8 | fp16
+    # ("atol", x): max |logit difference| from the dynamic graph; ("accuracy_drop", x): accuracy may fall by x
+    tolerance: tuple[str, float]
+    opener: Callable  # (path, threads, device, **options) -> backend callable
+    cpu_rank: int | None  # order in which `auto` tries it on CPU (None: never)
+    gpu_rank: int | None
+    required: bool  # an export that fails its parity check fails; others are only marked unfit
+
+
+FORMATS: dict[str, BackendFormat] = {f.name: f for f in (
+    BackendFormat("paddle", layout.PADDLE_DIR, "fp32", ("atol", 1e-4), PaddleBackend, 4, 4, True),
+    BackendFormat("onnx", layout.ONNX_FILES["onnx"], "fp32", ("atol", 1e-4), OnnxBackend, 3, 3, True),
+    BackendFormat("onnx-opt", layout.ONNX_FILES["onnx-opt"], "fp32", ("atol", 1e-4), OnnxBackend, 2, 2, True),
+    BackendFormat("onnx-int8", layout.ONNX_FILES["onnx-int8"], "int8", ("accuracy_drop", 0.01), OnnxBackend, 1,
+                  None, False),
+    BackendFormat("onnx-fp16", layout.ONNX_FILES["onnx-fp16"], "fp16", ("atol", 5e-2), OnnxBackend, None, 1, False),
+)}
+BACKENDS = tuple(FORMATS)
+
+
+def auto_order(device: str) -> list[str]:
+    """Formats `auto` tries, best first: INT8 on CPU, fp16 on GPU, then the fp32 graphs."""
+    rank = (lambda f: f.gpu_rank) if device == "gpu" else (lambda f: f.cpu_rank)
+    return [f.name for f in sorted((f for f in FORMATS.values() if rank(f) is not None), key=rank)]
+
+
 def open_backend(export_dir: Path, backend: str, threads: int | None = None, device: str = "cpu", **options):
     """The named backend over `export_dir`; a clear error when that format was not exported."""
     export_dir = Path(export_dir)
-    if backend not in BACKENDS:
+    if backend not in FORMATS:
         raise ArtifactError(f"unknown backend '{backend}'; choose one of {', '.join(BACKENDS)}")
-    if backend == "paddle":
-        folder = export_dir / layout.PADDLE_DIR
-        if not folder.is_dir():
-            raise ArtifactError(f"{export_dir}: no Paddle Inference model (exported without --formats paddle?)")
-        return PaddleBackend(folder, threads, device, **options)
-    path = export_dir / layout.ONNX_FILES[backend]
-    if not path.is_file():
-        raise ArtifactError(f"{export_dir}: no {path.name} (backend '{backend}' was not exported)")
-    return OnnxBackend(path, threads, device)
+    fmt = FORMATS[backend]
+    path = export_dir / fmt.path
+    if not path.exists():
+        raise ArtifactError(f"{export_dir}: no {fmt.path} (backend '{backend}' was not exported)")
+    return fmt.opener(path, threads, device, **options)

@@ -44,3 +44,18 @@ def pad_batch(encoded, index, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
     for row, i in enumerate(index):
         input_ids[row, : len(encoded[i])] = encoded[i]
     return input_ids, np.zeros_like(input_ids)
+
+
+def logits_in_order(run, encoded, batch_size: int, pad_id: int = 0, call_cost_tokens: int | None = None):
+    """`run(input_ids, token_type_ids)` over length-sorted padded batches, logits back in input order.
+
+    The one loop behind evaluation, export parity checks, benchmarks and `Predictor`: sorting by
+    length keeps padding small, and the index of each batch scatters its rows back.
+    """
+    out = None
+    for index in length_sorted_batches([len(e) for e in encoded], batch_size, call_cost_tokens):
+        logits = np.asarray(run(*pad_batch(encoded, index, pad_id)), dtype=np.float32)
+        if out is None:
+            out = np.zeros((len(encoded), logits.shape[1]), dtype=np.float32)
+        out[index] = logits
+    return out if out is not None else np.zeros((0, 0), dtype=np.float32)

@@ -9,12 +9,23 @@ CHECKPOINT_META = "senti.json"  # labels, max_seq_len, tokenizer settings, versi
 TRAIN_CONFIG = "train_config.json"  # the exact TrainConfig used
 METRICS = "metrics.json"  # per-epoch figures
 CURVES_PNG = "training_curves.png"
+DISTILL_CONFIG = "distill_config.json"  # the exact DistillConfig used (a student checkpoint)
+DISTILL_META = "distill.json"  # teacher against student: sizes, dev and test figures
+CHECKPOINT_STAGING_PREFIX = ".staging-"  # a save in progress, inside the checkpoint folder
+
+
+def eval_results(split: str) -> str:
+    """`senti eval`'s default output inside the checkpoint."""
+    return f"eval_{split}.json"
+
+
 PADDLENLP_CONFIG = "config.json"  # written by PaddleNLP 2.8 save_pretrained
 PADDLENLP_WEIGHTS = "model_state.pdparams"
 VOCAB = "vocab.txt"
 
-# Metadata schema version: bump when a reader must change.
+# Metadata schema version (senti.json, export.json, results.json): bump when a reader must change.
 META_VERSION = 1
+SUPPORTED_META_VERSIONS = (1,)
 
 # An export folder (written by `senti export`, read by `serving.Predictor`).
 EXPORT_META = "export.json"  # labels, max_seq_len, tokenizer settings, versions, io names, parity
@@ -28,9 +39,18 @@ ONNX_FILES = {
     "onnx-int8": "model.int8.onnx",  # dynamic INT8 quantization, for CPU
     "onnx-fp16": "model.fp16.onnx",  # float16 weights and compute, for GPU providers
 }
-TRITON_DIR = "triton"  # Triton Inference Server model repository: triton/<name>/1/model.onnx
+TRITON_DIR = "triton"
+TRITON_CONFIG = "config.pbtxt"
+TRITON_LABELS = "labels.txt"
+TRITON_MODEL = "model.onnx"  # Triton Inference Server model repository: triton/<name>/1/model.onnx
 INPUT_NAMES = ("input_ids", "token_type_ids")
 OUTPUT_NAME = "logits"
+
+
+# A `senti bench` output folder.
+BENCH_RESULTS = "results.json"
+BENCH_REPORT = "report.md"
+BENCH_PLOTS = ("throughput.png", "latency.png")
 
 
 def paddle_model_files(folder) -> tuple[str, str]:

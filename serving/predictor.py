@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from serving import layout
-from serving.batching import length_sorted_batches, pad_batch
-from serving.errors import ArtifactError, SentiError
-from serving.runtime import configure_runtime
-from serving.tokenizer import FastTokenizer
+from senti.serving.artifacts import ExportMeta, read_export_meta
+from senti.serving.batching import logits_in_order
+from senti.serving.errors import ArtifactError, SentiError
+from senti.serving.runtime import configure_runtime
+from senti.serving.tokenizer import FastTokenizer
 
 LONG_TEXT_MODES = ("truncate", "window")
 # One CPU model call's fixed cost in padded tokens' worth of work: on random 32-text mixes of ChnSentiCorp
@@ -32,22 +31,12 @@ class Prediction:
         return asdict(self)
 
 
-def read_export_meta(export_dir: Path) -> dict:
-    path = Path(export_dir) / layout.EXPORT_META
-    if not path.is_file():
-        raise ArtifactError(f"{export_dir}: not a senti export (no {layout.EXPORT_META}); run senti export first")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ArtifactError(f"{path}: unreadable ({err})") from None
-
-
-def choose_backend(meta: dict, device: str) -> str:
+def choose_backend(meta: ExportMeta, device: str) -> str:
     """`auto`: on CPU the INT8 model when export marked it fit, else the optimized graph; on GPU fp16 if fit."""
-    formats = meta["formats"]
-    preferred = ("onnx-fp16", "onnx-opt", "onnx", "paddle") if device == "gpu" else \
-        ("onnx-int8", "onnx-opt", "onnx", "paddle")
-    for name in preferred:
+    from senti.serving.backends import auto_order
+
+    formats = meta.formats
+    for name in auto_order(device):
         if name in formats and formats[name]["parity"].get("fit"):
             return name
     raise ArtifactError(f"no usable backend in the export (formats: {', '.join(formats)})")
@@ -56,15 +45,15 @@ def choose_backend(meta: dict, device: str) -> str:
 class Predictor:
     """Tokenize, batch by length, run the backend, and return one `Prediction` per text in input order."""
 
-    def __init__(self, export_dir: Path, meta: dict, backend, backend_name: str, long_text: str, stride: int,
+    def __init__(self, export_dir: Path, meta: ExportMeta, backend, backend_name: str, long_text: str, stride: int,
                  call_cost_tokens: int | None = None):
         self.export_dir = Path(export_dir)
         self.meta = meta
-        self.labels: list[str] = meta["labels"]
-        self.max_seq_len: int = meta["max_seq_len"]
+        self.labels: list[str] = meta.labels
+        self.max_seq_len: int = meta.max_seq_len
         self.backend = backend
         self.backend_name = backend_name
-        self.tokenizer = FastTokenizer.from_export(export_dir, meta["tokenizer"])
+        self.tokenizer = FastTokenizer.from_export(export_dir, meta.tokenizer)
         self.long_text = long_text
         self.stride = stride
         self.call_cost_tokens = call_cost_tokens
@@ -78,14 +67,14 @@ class Predictor:
         `stride` tokens after the last; default half a window) and averages their logits.
         """
         configure_runtime(threads)  # before the runtime (and paddle, if used) start their thread pools
-        from serving.backends import open_backend
+        from senti.serving.backends import open_backend
 
         if long_text not in LONG_TEXT_MODES:
             raise SentiError(f"long_text must be one of {', '.join(LONG_TEXT_MODES)}; got '{long_text}'")
         meta = read_export_meta(export_dir)
         name = choose_backend(meta, device) if backend == "auto" else backend
         runner = open_backend(Path(export_dir), name, threads=threads, device=device, **backend_options)
-        window = meta["max_seq_len"] - 2
+        window = meta.max_seq_len - 2
         stride = stride or max(1, window // 2)
         if not 1 <= stride <= window:
             raise SentiError(f"stride must be between 1 and {window}; got {stride}")
@@ -112,9 +101,7 @@ class Predictor:
             for piece in self._pieces(text_ids):
                 pieces.append(piece)
                 owner.append(i)
-        piece_logits = np.zeros((len(pieces), len(self.labels)), dtype=np.float32)
-        for index in length_sorted_batches([len(p) for p in pieces], batch_size, self.call_cost_tokens):
-            piece_logits[index] = self.backend(*pad_batch(pieces, index, self.tokenizer.pad_id))
+        piece_logits = logits_in_order(self.backend, pieces, batch_size, self.tokenizer.pad_id, self.call_cost_tokens)
         owner = np.asarray(owner, dtype=np.int64)
         counts = np.bincount(owner, minlength=len(ids))
         sums = np.zeros((len(ids), len(self.labels)), dtype=np.float64)

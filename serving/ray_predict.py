@@ -8,14 +8,14 @@ row carries an id: the input's id column, or the row's position in the input whe
 from __future__ import annotations
 
 import glob
-import json
 import os
 import time
 from pathlib import Path
 
 import numpy as np
 
-from serving.errors import SentiError
+from senti.serving.errors import SentiError
+from senti.serving.rows import parse_json_line
 
 INSTALL_HINT = "--engine ray needs Ray Data: pip install 'senti[scale]'"
 READ_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
@@ -26,7 +26,7 @@ class ScoreBatch:
 
     def __init__(self, export_dir: str, backend: str, threads: int, text_column: str, id_column: str,
                  batch_size: int):
-        from serving.predictor import Predictor
+        from senti.serving.predictor import Predictor
 
         self.predictor = Predictor.load(export_dir, backend=backend, threads=threads)
         self.text_column, self.id_column, self.batch_size = text_column, id_column, batch_size
@@ -65,15 +65,11 @@ def _parse_jsonl(batch: dict, text_column: str, id_column: str | None) -> dict:
     """Lines read by ray.data.read_text -> columns; a bad line becomes an error row, never a failed read."""
     texts, ids, errors = [], [], []
     for line in batch["text"]:
-        text, rid, error = None, None, None
-        try:
-            record = json.loads(line)
-            if not isinstance(record, dict):
-                raise ValueError("not a JSON object")
+        text, rid = None, None
+        record, error = parse_json_line(line)
+        if record is not None:
             text = record.get(text_column)
             rid = record.get(id_column) if id_column else None
-        except (json.JSONDecodeError, ValueError) as err:
-            error = f"invalid JSON ({err})"
         texts.append(text)
         ids.append(None if rid is None else str(rid))
         errors.append(error)
@@ -111,8 +107,8 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
         import ray
     except ImportError:
         raise SentiError(INSTALL_HINT) from None
-    from serving.predictor import read_export_meta
-    from serving.runtime import available_cores
+    from senti.serving.artifacts import read_export_meta
+    from senti.serving.runtime import available_cores
 
     read_export_meta(export_dir)  # a bad export fails here, before Ray starts
     paths = _paths(source)

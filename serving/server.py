@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from serving.batcher import Batcher, QueueFull
+from senti.serving.batcher import Batcher, QueueFull
 
 
 # Module level: FastAPI resolves these (string) annotations in the module's globals.

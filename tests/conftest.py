@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from serving.runtime import configure_runtime
+from senti.serving.runtime import configure_runtime
 
 configure_runtime()  # threads and MKL's AMD path must be set before any test imports paddle
 
@@ -84,8 +84,8 @@ def chnsenticorp() -> Path:
 
 
 def train_tiny(output_dir: Path, dataset: Path, **overrides):
-    from toolkit.config import TrainConfig
-    from toolkit.train import run_training
+    from senti.toolkit.config import TrainConfig
+    from senti.toolkit.train import run_training
 
     settings = dict(model="scratch:tiny", dataset=str(dataset), output_dir=str(output_dir), epochs=2,
                     batch_size=16, lr=1e-3, device="cpu", seed=7)
@@ -114,7 +114,7 @@ PARITY = synthetic_rows(220, seed=11)  # real-looking texts with gold labels for
 
 
 def export_tiny(checkpoint: Path, out: Path, **options):
-    from export.pipeline import ExportConfig, export_model
+    from senti.export.pipeline import ExportConfig, export_model
 
     config = ExportConfig(model=str(checkpoint), output_dir=str(out), **options)
     return export_model(config, [t for _, t in PARITY], [label for label, _ in PARITY], say=lambda _: None)

@@ -9,8 +9,8 @@ import shutil
 import pytest
 from conftest import synthetic_rows, write_folder
 
-from benchmarks.flops import forward_flops, training_flops
-from benchmarks.run import BenchConfig, run_bench
+from senti.benchmarks.flops import forward_flops, training_flops
+from senti.benchmarks.run import BenchConfig, run_bench
 
 
 def _numbers(value):
@@ -76,7 +76,7 @@ def test_report_and_plots(bench_run):
 def test_compare_merges_runs_with_prices(bench_run, tmp_path):
     from typer.testing import CliRunner
 
-    from toolkit.cli import app
+    from senti.cli import app
 
     other = tmp_path / "other"
     shutil.copytree(bench_run, other)
@@ -98,7 +98,7 @@ def test_ceiling_is_measured_per_runtime_and_precision(bench_run):
 
 
 def test_fractions_use_the_best_ceiling_of_their_precision_and_flag_impossible_ones():
-    from benchmarks.ceiling import attach_fractions
+    from senti.benchmarks.ceiling import attach_fractions
 
     records = [{"suite": "ceiling", "runtime": "a", "precision": "fp32", "matmul_flops_per_s": 100.0},
                {"suite": "ceiling", "runtime": "b", "precision": "fp32", "matmul_flops_per_s": 200.0},
@@ -117,7 +117,7 @@ def test_fractions_use_the_best_ceiling_of_their_precision_and_flag_impossible_o
 def test_training_is_timed_on_batches_of_median_width():
     import numpy as np
 
-    from benchmarks.train_bench import representative_batches
+    from senti.benchmarks.train_bench import representative_batches
 
     lengths = np.random.default_rng(0).integers(2, 129, size=640).tolist()
     batches = representative_batches(lengths, 32, np.random.default_rng(0))
@@ -134,7 +134,7 @@ def test_flop_count_by_hand():
 
 
 def test_invalid_settings():
-    from toolkit.errors import SentiError
+    from senti.toolkit.errors import SentiError
 
     with pytest.raises(SentiError, match="target must be cpu or gpu"):
         BenchConfig(target="tpu", output_dir="x")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import EMOTIONS, synthetic_rows, write_folder, write_rows
 
-from toolkit.data import load_splits, read_table
-from toolkit.errors import DataError
+from senti.toolkit.data import load_splits, read_table
+from senti.toolkit.errors import DataError
 
 
 def test_folder_in_chnsenticorp_layout_names_binary_labels(tmp_path):

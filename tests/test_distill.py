@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from conftest import EMOTIONS, export_tiny, synthetic_rows, write_folder
 
-from serving import layout
-from toolkit.distill import DISTILL_META, DistillConfig, layer_map, run_distillation
-from toolkit.errors import SentiError
+from senti.serving import layout
+from senti.toolkit.distill import DISTILL_META, DistillConfig, layer_map, run_distillation
+from senti.toolkit.errors import SentiError
 
 
 def _distill(teacher, data, out, **overrides):
@@ -22,7 +22,7 @@ def _distill(teacher, data, out, **overrides):
 
 
 def test_distilled_student_is_an_ordinary_checkpoint_with_a_report(tiny_checkpoint, tmp_path, monkeypatch):
-    import toolkit.distill as distill
+    import senti.toolkit.distill as distill
 
     ckpt, data = tiny_checkpoint
     calls = []
@@ -56,12 +56,12 @@ def test_distilled_student_is_an_ordinary_checkpoint_with_a_report(tiny_checkpoi
 def test_hidden_loss_and_init_from_teacher(tiny_checkpoint, tmp_path):
     import paddle
 
-    from export.checkpoint import load_checkpoint
-    from toolkit.distill import build_student
+    from senti.export.checkpoint import load_checkpoint
+    from senti.toolkit.distill import build_student
 
     ckpt, data = tiny_checkpoint
     teacher, _, meta = load_checkpoint(ckpt)
-    student, source = build_student("2l-128h", teacher, ckpt, meta["labels"], 128, init_from_teacher=True)
+    student, source = build_student("2l-128h", teacher, ckpt, meta.labels, 128, init_from_teacher=True)
     assert source["init_layers"] == [0, 1]
     student.eval()  # dropout off, as the teacher is
     ids = paddle.to_tensor([[2, 10, 11, 3]])
@@ -92,3 +92,36 @@ def test_bad_inputs_are_one_line_errors(tiny_checkpoint, tmp_path):
         _distill(ckpt, data, tmp_path / "d", student=str(other))
     with pytest.raises(SentiError, match="alpha must be in"):
         DistillConfig(teacher="t", student="s", dataset="d", output_dir="o", alpha=2)
+
+
+def test_eval_and_export_cut_the_splits_the_student_was_trained_on(tiny_checkpoint, tmp_path, monkeypatch):
+    """A student distilled with --seed 3 on a seeded (single-file) dataset is evaluated and parity-checked on
+    the splits cut with seed 3, never 42: its test rows cannot overlap its training rows."""
+    from conftest import write_rows
+    from typer.testing import CliRunner
+
+    import senti.toolkit.data as data_module
+    from senti.cli import app
+
+    ckpt, _ = tiny_checkpoint
+    reviews = write_rows(tmp_path / "reviews.tsv", synthetic_rows(300, seed=5))
+    out = tmp_path / "student"
+    _distill(ckpt, reviews, out, epochs=1, max_steps=4, seed=3)
+    assert json.loads((out / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["data"]["seed"] == 3
+    cuts = []
+    real = data_module.load_splits
+    monkeypatch.setattr(data_module, "load_splits",
+                        lambda dataset, **kw: cuts.append((dataset, kw["seed"])) or real(dataset, **kw))
+    runner = CliRunner()
+    result = runner.invoke(app, ["eval", "--model", str(out), "--split", "test"])
+    assert result.exit_code == 0, result.output
+    scored = json.loads((out / layout.eval_results("test")).read_text(encoding="utf-8"))
+    assert scored["data"]["seed"] == 3 and scored["dataset"] == str(reviews)
+    result = runner.invoke(app, ["export", "--model", str(out), "--output-dir", str(tmp_path / "exported"),
+                                 "--formats", "onnx"])
+    assert result.exit_code == 0, result.output
+    exported = json.loads((tmp_path / "exported" / layout.EXPORT_META).read_text(encoding="utf-8"))
+    assert exported["data"]["seed"] == 3
+    assert cuts and all(cut == (str(reviews), 3) for cut in cuts), cuts
+    splits = real(str(reviews), seed=3)
+    assert scored["n"] == len(splits.test) and exported["parity_texts"] == len(splits.dev)

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from conftest import PARITY, export_tiny
 
-from export.onnx_convert import ExportError, check_graph
-from serving.errors import SentiError
-from export.parity import compare, judge, logits_by_shape
-from export.pipeline import ExportConfig
-from export.specs import ERNIE_SEQUENCE_CLASSIFICATION as SPEC
-from serving import layout
-from serving.backends import open_backend
+from senti.export.onnx_convert import ExportError, check_graph
+from senti.serving.errors import SentiError
+from senti.export.parity import compare, judge, logits_by_shape
+from senti.export.pipeline import ExportConfig
+from senti.export.specs import ERNIE_SEQUENCE_CLASSIFICATION as SPEC
+from senti.serving import layout
+from senti.serving.backends import open_backend
 
 def test_export_writes_every_format_with_parity_figures(_exported):
     out, record = _exported
@@ -73,7 +73,7 @@ def test_formats_load_in_plain_runtimes_without_this_project(_exported, _trained
 
     import paddle
 
-    from export.checkpoint import load_checkpoint
+    from senti.export.checkpoint import load_checkpoint
 
     model, _, _ = load_checkpoint(_trained_checkpoint / "checkpoint")
     with paddle.no_grad():
@@ -103,7 +103,7 @@ def test_triton_repository_parses_with_tritons_own_schema(_exported):
 def test_weights_never_applied_before_to_static_is_caught(tiny_checkpoint, tmp_path, monkeypatch):
     import paddle
 
-    import export.pipeline as pipeline
+    import senti.export.pipeline as pipeline
 
     real_save = pipeline.save_static
 
@@ -137,7 +137,7 @@ def test_inputs_fed_in_swapped_order_are_caught(_exported):
     gold = np.zeros(len(encoded), dtype=np.int64)
     reference = logits_by_shape(open_backend(out, "onnx"), encoded)
     verdict = judge("onnx", compare(reference, logits_by_shape(open_backend(broken, "onnx"), encoded), gold),
-                    1.0, SPEC)
+                    1.0)
     assert not verdict["fit"] and verdict["max_abs_logit_diff"] > 1e-2
 
 
@@ -157,7 +157,7 @@ def test_int8_that_scores_badly_is_marked_unfit():
     reference = {"batch_32": np.eye(2)[[0, 1] * 50], "batch_1": np.eye(2)[[0, 1] * 8]}
     collapsed = {"batch_32": np.tile([1.0, 0.0], (100, 1)), "batch_1": np.tile([1.0, 0.0], (16, 1))}
     gold = np.array([0, 1] * 50)
-    verdict = judge("onnx-int8", compare(reference, collapsed, gold), 1.0, SPEC)
+    verdict = judge("onnx-int8", compare(reference, collapsed, gold), 1.0)
     assert verdict["fit"] is False and verdict["accuracy_drop"] == pytest.approx(0.5)
     assert "beyond 0.01" in verdict["reason"]
 
@@ -204,7 +204,7 @@ def test_overwrite_replaces_an_export_and_paddle_2_layout_is_found(tiny_checkpoi
 def test_export_cli(tiny_checkpoint, tmp_path):
     from typer.testing import CliRunner
 
-    from toolkit.cli import app
+    from senti.cli import app
 
     ckpt, data = tiny_checkpoint
     runner = CliRunner()

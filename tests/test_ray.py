@@ -10,8 +10,8 @@ from conftest import synthetic_rows
 ray = pytest.importorskip("ray", reason="Ray Data is the optional 'scale' extra")
 pa = pytest.importorskip("pyarrow")
 
-from serving import Predictor  # noqa: E402
-from serving.ray_predict import predict_with_ray  # noqa: E402
+from senti.serving import Predictor  # noqa: E402
+from senti.serving.ray_predict import predict_with_ray  # noqa: E402
 
 ROWS = 3000
 
@@ -88,7 +88,7 @@ def test_jsonl_without_ids_gets_row_numbers_and_bad_lines_become_error_rows(_exp
 
 
 def test_bad_sources_are_clear_errors(_exported, tmp_path, local_ray):
-    from serving.errors import SentiError
+    from senti.serving.errors import SentiError
 
     out, _ = _exported
     with pytest.raises(SentiError, match="matches no file"):
@@ -105,7 +105,7 @@ def test_cli_without_ray_says_how_to_install(_exported, tmp_path, monkeypatch):
 
     from typer.testing import CliRunner
 
-    from toolkit.cli import app
+    from senti.cli import app
 
     real_import = builtins.__import__
 

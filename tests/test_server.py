@@ -17,7 +17,7 @@ import httpx
 import pytest
 from conftest import PARITY
 
-from serving import Predictor
+from senti.serving import Predictor
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "test-key-123"
@@ -35,7 +35,7 @@ def running_server(export_dir: Path, *extra: str):
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SENTI_TEST_KEY": KEY}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkit.cli", "serve", "--model", str(export_dir), "--port", str(port),
+        [sys.executable, "-m", "senti.cli", "serve", "--model", str(export_dir), "--port", str(port),
          "--backend", "onnx", "--threads", "2", "--api-key-env", "SENTI_TEST_KEY", *extra],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from conftest import PARITY
 
-from serving import Predictor
-from serving.errors import ArtifactError, SentiError
-from serving.tokenizer import FastTokenizer
+from senti.serving import Predictor
+from senti.serving.errors import ArtifactError, SentiError
+from senti.serving.tokenizer import FastTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 EDGE_CASES = [
@@ -42,8 +42,8 @@ def test_fast_tokenizer_matches_ernie_tokenizer_on_chnsenticorp_dev(chnsenticorp
     """A vocabulary built from ChnSentiCorp train, tokenizing every dev text (Traditional rows included)."""
     from paddlenlp.transformers import ErnieTokenizer
 
-    from toolkit.data import load_splits
-    from toolkit.models import build_char_vocab
+    from senti.toolkit.data import load_splits
+    from senti.toolkit.models import build_char_vocab
 
     splits = load_splits(str(chnsenticorp))
     vocab = tmp_path / "vocab.txt"
@@ -61,14 +61,14 @@ TESTED_BACKENDS = ["onnx", "onnx-opt", "onnx-int8", "onnx-fp16", "paddle"]
 
 
 def test_every_backend_and_preset_has_a_test():
-    from serving.backends import BACKENDS
-    from toolkit.distill import STUDENT_PRESETS
-    from toolkit.models import PRESETS, SHAPES
+    from senti.serving.backends import BACKENDS
+    from senti.toolkit.distill import STUDENT_PRESETS
+    from senti.toolkit.models import PRESETS, SHAPES
 
     assert set(BACKENDS) == set(TESTED_BACKENDS)
     # Presets are names for shapes: each one must resolve to a shape the model builder knows.
     assert set(PRESETS.values()) | set(STUDENT_PRESETS.values()) <= set(SHAPES)
-    from toolkit.models import ernie_config
+    from senti.toolkit.models import ernie_config
 
     for name, (layers, hidden, heads, ffn) in SHAPES.items():
         config = ernie_config(name, 100, ["a", "b"], 128)
@@ -77,7 +77,7 @@ def test_every_backend_and_preset_has_a_test():
 
 
 def test_public_names_are_pinned():
-    import serving
+    import senti.serving as serving
 
     assert sorted(serving.__all__) == ["ArtifactError", "Prediction", "Predictor", "SentiError"]
 
@@ -86,7 +86,7 @@ def test_public_names_are_pinned():
 def test_predictor_matches_the_dynamic_graph(_exported, _trained_checkpoint, backend):
     import paddle
 
-    from export.checkpoint import load_checkpoint
+    from senti.export.checkpoint import load_checkpoint
 
     out, record = _exported
     texts = [t for _, t in PARITY[:60]]
@@ -117,7 +117,7 @@ def test_order_is_kept_and_long_texts_are_flagged(_exported):
 
 
 def test_padding_cuts_minimise_padded_work_and_keep_every_text():
-    from serving.batching import length_sorted_batches
+    from senti.serving.batching import length_sorted_batches
 
     lengths = [10] * 30 + [128, 128]
     parts = length_sorted_batches(lengths, 32, call_cost_tokens=128)
@@ -176,10 +176,11 @@ def test_serving_imports_neither_paddlenlp_nor_toolkit(_exported):
         import sys
         class Block:
             def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] in ("paddlenlp", "toolkit", "paddle", "export"):
+                if name.split(".")[0] in ("paddlenlp", "paddle") or name.startswith(
+                        ("senti.toolkit", "senti.export", "senti.cli", "senti.benchmarks")):
                     raise ImportError("blocked: " + name)
         sys.meta_path.insert(0, Block())
-        from serving import Predictor
+        from senti.serving import Predictor
         p = Predictor.load({str(out)!r}, backend="onnx")
         print(p.predict(["非常好很满意", "太差了很失望"])[0].label)
     """)
@@ -191,7 +192,7 @@ def test_serving_imports_neither_paddlenlp_nor_toolkit(_exported):
 def test_predict_cli_prints_a_table(_exported):
     from typer.testing import CliRunner
 
-    from toolkit.cli import app
+    from senti.cli import app
 
     out, _ = _exported
     result = CliRunner().invoke(app, ["predict", "--model", str(out), "--backend", "onnx", "非常好很满意", "太差了很失望"])
@@ -204,7 +205,7 @@ def test_predict_cli_prints_a_table(_exported):
 def test_predict_file_keeps_every_row_in_order(_exported, tmp_path, suffix):
     from typer.testing import CliRunner
 
-    from toolkit.cli import app
+    from senti.cli import app
 
     out, _ = _exported
     texts = [t for _, t in PARITY[:50]]
@@ -240,7 +241,7 @@ def test_predict_file_keeps_every_row_in_order(_exported, tmp_path, suffix):
 def test_predict_cli_errors(_exported, tmp_path):
     from typer.testing import CliRunner
 
-    from toolkit.cli import app
+    from senti.cli import app
 
     out, _ = _exported
     runner = CliRunner()

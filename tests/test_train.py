@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from conftest import EMOTIONS, synthetic_rows, train_tiny, write_folder
 
-from serving import layout
-from toolkit.config import TrainConfig
-from toolkit.errors import SentiError
+from senti.serving import layout
+from senti.toolkit.config import TrainConfig
+from senti.toolkit.errors import SentiError
 
-SENTI = [sys.executable, "-m", "toolkit.cli"]
+SENTI = [sys.executable, "-m", "senti.cli"]
 
 
 def test_training_writes_metrics_curves_and_a_loadable_checkpoint(tiny_checkpoint):
@@ -37,8 +37,8 @@ def test_training_writes_metrics_curves_and_a_loadable_checkpoint(tiny_checkpoin
 
     from paddlenlp.transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from toolkit.batching import encode_texts
-    from toolkit.evaluate import predict_logits
+    from senti.toolkit.batching import encode_texts
+    from senti.toolkit.evaluate import predict_logits
 
     model = AutoModelForSequenceClassification.from_pretrained(str(ckpt))
     tokenizer = AutoTokenizer.from_pretrained(str(ckpt))
@@ -52,7 +52,7 @@ def test_training_writes_metrics_curves_and_a_loadable_checkpoint(tiny_checkpoin
 def test_eval_command_matches_training_dev_accuracy(tiny_checkpoint):
     from typer.testing import CliRunner
 
-    from toolkit.cli import app
+    from senti.cli import app
 
     ckpt, data = tiny_checkpoint
     result = CliRunner().invoke(app, ["eval", "--model", str(ckpt), "--dataset", str(data), "--split", "dev"])
@@ -73,7 +73,7 @@ def test_multiclass_training_beats_chance(tmp_path):
 
 def test_amp_on_cpu_says_so_and_records_fp32(binary_folder, tmp_path):
     messages = []
-    from toolkit.train import run_training
+    from senti.toolkit.train import run_training
 
     config = TrainConfig(model="scratch:tiny", dataset=str(binary_folder), output_dir=str(tmp_path / "c"),
                          epochs=1, max_steps=3, amp=True, device="cpu")
@@ -92,7 +92,7 @@ def test_truncation_is_counted(tmp_path):
 def test_nan_loss_is_reported_not_trained_through(binary_folder, tmp_path, monkeypatch):
     import paddle
 
-    import toolkit.train as train_module
+    import senti.toolkit.train as train_module
 
     real_build = train_module.build_model
 
@@ -103,7 +103,7 @@ def test_nan_loss_is_reported_not_trained_through(binary_folder, tmp_path, monke
         return model, tokenizer, source
 
     monkeypatch.setattr(train_module, "build_model", poisoned)
-    from toolkit.loop import TrainingDiverged
+    from senti.toolkit.loop import TrainingDiverged
 
     with pytest.raises(TrainingDiverged, match="loss became nan at epoch 1, step 1"):
         train_tiny(tmp_path / "c", binary_folder, epochs=1)
@@ -113,7 +113,7 @@ def test_nan_loss_is_reported_not_trained_through(binary_folder, tmp_path, monke
 def test_pretrained_name_offline_is_one_clear_error(binary_folder, tmp_path):
     from typer.testing import CliRunner
 
-    from toolkit.cli import app
+    from senti.cli import app
 
     result = CliRunner().invoke(app, ["train", "--model", "ernie-3.0-nano-zh", "--dataset", str(binary_folder),
                                       "--output-dir", str(tmp_path / "c"), "--max-steps", "1"])
@@ -170,10 +170,10 @@ def test_sigterm_keeps_the_last_good_checkpoint(tmp_path):
     assert metrics["interrupted"]["signal"] == "SIGTERM"
     assert not list(out.glob(".staging-*"))
 
-    from export.checkpoint import load_checkpoint
+    from senti.export.checkpoint import load_checkpoint
 
     model, tokenizer, meta = load_checkpoint(out)
-    assert meta["dev"]["step"] == metrics["best"]["step"]
+    assert meta.dev["step"] == metrics["best"]["step"]
 
 
 @pytest.mark.slow

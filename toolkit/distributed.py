@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from toolkit.config import TrainConfig
-from toolkit.errors import SentiError
+from senti.toolkit.config import TrainConfig
+from senti.toolkit.errors import SentiError
 
 
 def launch_command(config_file: Path, devices: list[str], device: str, log_dir: Path) -> list[str]:
@@ -32,10 +31,8 @@ def launch_training(config: TrainConfig, devices: list[str]) -> Path:
         json.dump(config.to_json(), fh)
     config_file = Path(fh.name)
     try:
-        # The launcher runs this file as a script: make the package importable from a source tree too.
-        root = str(Path(__file__).resolve().parent.parent)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        result = subprocess.run(launch_command(config_file, devices, config.device, log_dir), env=env)
+        # The launcher runs this file as a script; it imports the installed `senti` package.
+        result = subprocess.run(launch_command(config_file, devices, config.device, log_dir))
     finally:
         config_file.unlink(missing_ok=True)
     if result.returncode != 0:
@@ -44,7 +41,7 @@ def launch_training(config: TrainConfig, devices: list[str]) -> Path:
 
 
 def _worker(config_file: str) -> None:
-    from toolkit.train import run_training
+    from senti.toolkit.train import run_training
 
     run_training(TrainConfig.load(Path(config_file)))
 

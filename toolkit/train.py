@@ -2,31 +2,51 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 
-from serving import layout
-from serving.runtime import configure_runtime
-from serving.batching import pad_batch
-from toolkit.batching import encode_texts
-from toolkit.checkpoint import save_checkpoint, versions, write_json_atomic
-from toolkit.config import TrainConfig
-from toolkit.data import load_splits
-from toolkit.errors import SentiError
-from toolkit.evaluate import classification_metrics, predict_logits
-from toolkit.loop import fit, raise_if_interrupted
-from toolkit.models import build_model
+from senti.serving import layout
+from senti.serving.runtime import configure_runtime
+from senti.serving.batching import pad_batch
+from senti.toolkit.batching import encode_texts
+from senti.export.checkpoint import CheckpointMeta
+from senti.serving.artifacts import SplitRecipe, write_json_atomic
+from senti.toolkit.checkpoint import save_checkpoint, versions
+from senti.toolkit.config import TrainConfig
+from senti.toolkit.data import load_recipe
+from senti.toolkit.errors import SentiError
+from senti.toolkit.evaluate import classification_metrics, predict_logits
+from senti.toolkit.loop import fit, raise_if_interrupted
+from senti.toolkit.models import build_model
+
+
+def available_devices() -> dict[str, bool]:
+    """Which of senti's devices this paddle build can use."""
+    import paddle
+
+    return {
+        "cpu": True,
+        "gpu": paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0,
+        "xpu": paddle.device.is_compiled_with_xpu(),
+        "npu": "npu" in paddle.device.get_all_custom_device_type(),
+    }
+
+
+def launcher_device(name: str) -> str:
+    """`auto` resolved for `paddle.distributed.launch`, which must know whether it starts CPU processes
+    or one per accelerator: a GPU when one is visible, else the CPU."""
+    if name != "auto":
+        return name
+    return "gpu" if available_devices()["gpu"] else "cpu"
 
 
 def select_device(name: str) -> str:
     """Resolve `auto` and check that the requested device exists; returns paddle's device name."""
     import paddle
 
-    available = {"cpu": True}
-    available["gpu"] = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
-    available["xpu"] = paddle.device.is_compiled_with_xpu()
-    available["npu"] = "npu" in paddle.device.get_all_custom_device_type()
+    available = available_devices()
     if name == "auto":
         name = next(d for d in ("gpu", "xpu", "npu", "cpu") if available[d])
     if not available[name]:
@@ -67,8 +87,9 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     device = select_device(config.device)
     if world > 1:
         dist.init_parallel_env()
-    splits = load_splits(config.dataset, text_column=config.text_column,
-                         label_column=config.label_column, seed=config.seed)
+    recipe = SplitRecipe(dataset=config.dataset, seed=config.seed, text_column=config.text_column,
+                         label_column=config.label_column)
+    splits = load_recipe(recipe)
     paddle.seed(config.seed)
     model, tokenizer, source = build_model(
         config.model, splits.labels, [e.text for e in splits.train], config.max_seq_len
@@ -94,8 +115,9 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     }
     if main_process:
         out.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(out / layout.TRAIN_CONFIG, config.to_json())
-    meta = checkpoint_meta("senti train", splits.labels, config.max_seq_len, tokenizer, source, metrics["versions"])
+        config.save(out)
+    meta = checkpoint_meta("senti train", splits.labels, config.max_seq_len, tokenizer, source, metrics["versions"],
+                           recipe)
 
     def loss_fn(index):
         input_ids, token_type_ids = pad_batch(train_ids, index)
@@ -107,7 +129,7 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
         return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"]}
 
     def save(record: dict) -> None:
-        save_checkpoint(model, tokenizer, out, {**meta, "dev": record, "precision": precision})
+        save_checkpoint(model, tokenizer, out, replace(meta, dev=record, precision=precision))
 
     fit(net, model, config, [len(e) for e in train_ids], loss_fn, evaluate, save, precision, metrics,
         say=say if main_process else (lambda _: None), progress=progress)
@@ -117,19 +139,20 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     return metrics
 
 
-def checkpoint_meta(written_by: str, labels, max_seq_len: int, tokenizer, source: dict, versions: dict) -> dict:
-    """The senti.json content of a checkpoint (the dev record is added at each save)."""
-    return {
-        "written_by": written_by, "labels": labels, "max_seq_len": max_seq_len,
-        "tokenizer": {"class": type(tokenizer).__name__, "vocab_file": layout.VOCAB,
-                      "do_lower_case": bool(getattr(tokenizer, "do_lower_case", True))},
-        "model": source, "versions": versions,
-    }
+def checkpoint_meta(written_by: str, labels, max_seq_len: int, tokenizer, source: dict, versions: dict,
+                    recipe: SplitRecipe | None) -> CheckpointMeta:
+    """A checkpoint's senti.json (the dev record is added at each save); `recipe`: how its data was split."""
+    return CheckpointMeta(
+        written_by=written_by, labels=list(labels), max_seq_len=max_seq_len,
+        tokenizer={"class": type(tokenizer).__name__, "vocab_file": layout.VOCAB,
+                   "do_lower_case": bool(getattr(tokenizer, "do_lower_case", True))},
+        model=source, versions=versions, data=asdict(recipe) if recipe else None,
+    )
 
 
 def finish_run(out: Path, metrics: dict) -> None:
     """metrics.json and the curves PNG, also after an interruption."""
-    from toolkit.plots import plot_training_curves
+    from senti.toolkit.plots import plot_training_curves
 
     write_json_atomic(out / layout.METRICS, metrics)
     plot_training_curves(metrics, out / layout.CURVES_PNG)

@@ -1,0 +1,25 @@
+"""The `senti` command line: above every stage, composing them. One small module per command group;
+heavy imports (paddle, paddlenlp, onnxruntime) happen inside each command, so `senti --help` is quick."""
+
+from __future__ import annotations
+
+import typer
+
+from senti.cli import bench, evaluate, export, info, predict, serve, train
+
+app = typer.Typer(
+    help="senti: Chinese sentiment analysis on PaddlePaddle, from fine-tuning to production.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+for group in (train, evaluate, export, predict, serve, info):
+    app.add_typer(group.app)
+app.add_typer(bench.app, name="bench")
+
+
+def main():
+    app()
+
+
+__all__ = ["app", "main"]

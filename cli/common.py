@@ -1,0 +1,64 @@
+"""What every command shares: the consoles, one-line errors with exit codes, choices, progress columns."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from enum import Enum
+
+import typer
+from rich.console import Console
+
+from senti.serving.errors import SentiError
+
+console = Console(soft_wrap=True)  # progress lines stay whole in logs
+err_console = Console(stderr=True, soft_wrap=True)  # one-line errors, never wrapped
+
+
+def choices(name: str, values) -> type[Enum]:
+    """A Typer choice type over the library's own tuple of names, so the CLI never keeps a copy."""
+    return Enum(name, {v.replace("-", "_"): v for v in values}, type=str)
+
+
+def say(message: str) -> None:
+    """Progress lines from the library: printed as they are (their brackets are not rich markup)."""
+    console.print(message, markup=False, highlight=False)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print `error: message` on stderr and return the Exit to raise."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)  # "[scale]" is no markup
+    return typer.Exit(code=code)
+
+
+@contextmanager
+def user_errors():
+    """A SentiError inside becomes its one-line message and exit code (2, or the error's own `exit_code`)."""
+    try:
+        yield
+    except SentiError as err:
+        raise fail(str(err), getattr(err, "exit_code", 2)) from None
+
+
+def step_progress():
+    """A transient progress bar for counted steps (epochs, batches)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    console=console, transient=True)
+
+
+def byte_progress(label: str):
+    """A transient progress bar over bytes of an input file."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn(label), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=console,
+                    transient=True)
+
+
+def quiet() -> None:
+    """Hide the libraries' start-up chatter (imports paddlenlp: call inside a command)."""
+    from senti.toolkit.logs import quiet_libraries
+
+    quiet_libraries()

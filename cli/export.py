@@ -1,0 +1,61 @@
+"""`senti export`: a checkpoint to Paddle Inference and ONNX variants, each proven against the dynamic graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from senti.cli.common import choices, console, quiet, say, user_errors
+from senti.export.pipeline import EXPORT_FORMATS, QUANTIZE_CHOICES
+
+app = typer.Typer()
+Quantize = choices("Quantize", QUANTIZE_CHOICES)
+
+
+@app.command("export")
+def export_cmd(
+    model: Annotated[Path, typer.Option(help="Checkpoint folder written by senti train.")],
+    output_dir: Annotated[Path, typer.Option(help="Export folder to create.")],
+    formats: Annotated[str, typer.Option(help=f"Comma-separated, of: {', '.join(EXPORT_FORMATS)} (Paddle "
+                                              "Inference, ONNX).")] = ",".join(EXPORT_FORMATS),
+    quantize: Annotated[Optional[Quantize], typer.Option(help="Also write a dynamically quantized model.")] = None,
+    fp16: Annotated[bool, typer.Option(help="Also write a float16 ONNX model for GPU providers.")] = False,
+    opset: Annotated[int, typer.Option(help="ONNX opset.")] = 14,
+    max_seq_len: Annotated[Optional[int], typer.Option(help="Longest input (default: the checkpoint's).")] = None,
+    dataset: Annotated[Optional[str], typer.Option(
+        help="Texts for the parity check: its dev split (default: the data the model was trained on, cut the "
+             "same way).")] = None,
+    parity_samples: Annotated[int, typer.Option(help="Dev texts used for the parity check (at most).", min=2)] = 1000,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing export folder.")] = False,
+    triton_name: Annotated[str, typer.Option(help="Model name in the Triton repository.")] = "senti",
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+):
+    """Static graph, Paddle Inference and ONNX (optimized, INT8, fp16), each proven against the dynamic graph."""
+    from senti.serving.runtime import configure_runtime
+
+    configure_runtime(threads)
+    from senti.export.pipeline import ExportConfig
+    from senti.toolkit.exporting import export_checkpoint
+
+    quiet()
+    with user_errors():
+        config = ExportConfig(model=str(model), output_dir=str(output_dir), quantize=quantize and quantize.value,
+                              formats=tuple(f.strip() for f in formats.split(",") if f.strip()), fp16=fp16,
+                              opset=opset, max_seq_len=max_seq_len, overwrite=overwrite, triton_name=triton_name,
+                              threads=threads)
+        record = export_checkpoint(config, dataset, parity_samples, say=say)
+    table = Table(title=f"export parity on {record['parity_texts']} dev texts (reference accuracy "
+                        f"{record['reference_accuracy']:.4f})")
+    for col in ("format", "max |logit diff|", "label agreement", "accuracy", "fit"):
+        table.add_column(col, justify="right")
+    for fmt, entry in record["formats"].items():
+        p = entry["parity"]
+        table.add_row(fmt, f"{p.get('max_abs_logit_diff', float('nan')):.2e}",
+                      f"{p.get('label_agreement', float('nan')):.4f}", f"{p.get('accuracy', float('nan')):.4f}",
+                      {True: "yes", False: "NO", None: "unverified"}[p["fit"]])
+    console.print(table)
+    console.print(f"export: [bold]{output_dir}[/] ({', '.join(record['formats'])}; Triton repository: "
+                  f"{record['triton'] or 'none'})")

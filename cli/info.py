@@ -1,0 +1,37 @@
+"""`senti info`: what senti runs on."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from senti.cli.common import console
+
+app = typer.Typer()
+
+
+@app.command()
+def info():
+    """Library versions, the CPU and the devices Paddle sees."""
+    from senti.serving.runtime import configure_runtime
+
+    runtime = configure_runtime()
+    import platform
+
+    import paddle
+
+    from senti.serving.runtime import package_versions
+
+    table = Table(title="senti environment", show_header=False)
+    table.add_row("python", platform.python_version())
+    for pkg, version in package_versions(("senti", "paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "paddle2onnx",
+                                          "onnxruntime", "onnxruntime-gpu", "tokenizers", "ray")).items():
+        table.add_row(pkg, version)
+    table.add_row("cpu", f"{runtime['cpu_model']} ({runtime['cores']} cores available)")
+    table.add_row("threads", f"OMP {runtime['omp_num_threads']}, MKL_DEBUG_CPU_TYPE={runtime['mkl_debug_cpu_type']}")
+    gpus = paddle.device.cuda.device_count() if paddle.device.is_compiled_with_cuda() else 0
+    table.add_row("gpu", ", ".join(paddle.device.cuda.get_device_name(i) for i in range(gpus)) or
+                  ("none visible" if paddle.device.is_compiled_with_cuda() else "none (CPU build of paddle)"))
+    table.add_row("xpu", "compiled in" if paddle.device.is_compiled_with_xpu() else "no")
+    table.add_row("custom devices (npu, ...)", ", ".join(paddle.device.get_all_custom_device_type()) or "none")
+    console.print(table)

@@ -1,0 +1,104 @@
+"""`senti predict`: score texts with an exported model, in this process or on Ray."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from senti.cli.common import byte_progress, choices, console, err_console, fail, user_errors
+from senti.serving.backends import BACKENDS
+from senti.serving.predictor import LONG_TEXT_MODES
+from senti.serving.streaming import ENGINES
+
+app = typer.Typer()
+Backend = choices("Backend", ("auto", *BACKENDS))
+LongText = choices("LongText", LONG_TEXT_MODES)
+Engine = choices("Engine", ENGINES)
+
+
+@app.command()
+def predict(
+    model: Annotated[Path, typer.Option(help="Export folder written by senti export.")],
+    texts: Annotated[Optional[list[str]], typer.Argument(help="Texts to score (or use --input).")] = None,
+    input: Annotated[Optional[str], typer.Option(
+        help="File to score: .txt (a text a line), .tsv, .csv, .jsonl; with --engine ray also .parquet, "
+             "a folder or a glob.")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="Where to write predictions: .jsonl, .tsv or .csv.")] = None,
+    backend: Annotated[Backend, typer.Option(help="Runtime and format.")] = Backend.auto,
+    device: Annotated[str, typer.Option(help="cpu or gpu.")] = "cpu",
+    batch_size: Annotated[int, typer.Option(help="Texts per model call.")] = 32,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+    long_text: Annotated[LongText, typer.Option(help="Texts over max_seq_len: cut, or average windows.")] =
+        LongText.truncate,
+    text_column: Annotated[Optional[str], typer.Option(help="Text column of a .tsv/.csv/.jsonl input.")] = None,
+    engine: Annotated[Engine, typer.Option(help="local: stream on this machine; ray: Ray Data.")] = Engine.local,
+    address: Annotated[Optional[str], typer.Option(help="Ray cluster (auto, ray://HOST:PORT); default: a local "
+                                                        "Ray on this machine's cores.")] = None,
+    actors: Annotated[Optional[int], typer.Option(help="Ray actors, each with its own Predictor.")] = None,
+    threads_per_actor: Annotated[Optional[int], typer.Option(help="Threads per Ray actor.")] = None,
+    id_column: Annotated[Optional[str], typer.Option(help="Id column carried to the output (Ray); default: "
+                                                          "the row's position.")] = None,
+):
+    """Score texts with an exported model: a table for a few texts, a streamed file for many."""
+    if engine.value == "ray":
+        return _predict_ray(model, input, output, address, actors, threads_per_actor, batch_size,
+                            text_column or "text", id_column, backend.value)
+    if bool(texts) == bool(input):
+        raise fail("give texts as arguments or one --input file (not both, not neither)")
+    if input and not output:
+        raise fail("--input needs --output (a .jsonl, .tsv or .csv file)")
+    if input and not Path(input).is_file():
+        raise fail(f"--input {input}: no such file")
+    from senti.serving import Predictor
+
+    with user_errors():
+        predictor = Predictor.load(model, backend=backend.value, device=device, threads=threads,
+                                   long_text=long_text.value)
+        if texts:
+            results = predictor.predict(texts, batch_size=batch_size)
+        else:
+            counts = _predict_file(predictor, Path(input), output, batch_size, text_column)
+    if texts:
+        table = Table(title=f"senti predict ({predictor.backend_name})")
+        table.add_column("text")
+        table.add_column("label")
+        table.add_column("confidence", justify="right")
+        for text, p in zip(texts, results):
+            table.add_row(escape(text if len(text) <= 60 else text[:57] + "..."), escape(p.label),
+                          f"{p.score:.4f}" + (" (cut)" if p.truncated else ""))
+        console.print(table)
+        return
+    console.print(f"{counts['rows']} rows in, {counts['rows']} rows out ({output}): {counts['predicted']} scored, "
+                  f"{counts['errors']} error rows, {counts['truncated']} truncated")
+    if counts["errors"]:
+        lines = ", ".join(map(str, counts["error_lines"][:20]))
+        more = "" if counts["errors"] <= 20 else f" and {counts['errors'] - 20} more"
+        err_console.print(f"[yellow]unreadable rows at lines {lines}{more}; written with their error[/]")
+
+
+def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_size, text_column, id_column,
+                 backend):
+    if source is None or dest is None:
+        raise fail("--engine ray needs --input (file, folder or glob) and --output (.parquet or .jsonl)")
+    from senti.serving.ray_predict import predict_with_ray
+
+    with user_errors():
+        result = predict_with_ray(model, str(source), str(dest), address=address, actors=actors,
+                                  threads_per_actor=threads_per_actor, batch_size=batch_size,
+                                  text_column=text_column, id_column=id_column, backend=backend)
+    console.print(f"{result['rows_in']} rows in, {result['rows_out']} rows out ({result['errors']} error rows) "
+                  f"-> {dest}; {result['actors']} actors x {result['threads_per_actor']} threads; "
+                  f"Ray start-up {result['ray_startup_s']:.1f} s, total {result['total_s']:.1f} s")
+
+
+def _predict_file(predictor, src: Path, dst: Path, batch_size: int, text_column: str | None) -> dict:
+    from senti.serving.streaming import predict_file
+
+    with byte_progress("scoring") as progress:
+        task = progress.add_task("scoring", total=src.stat().st_size)
+        return predict_file(predictor, src, dst, batch_size=batch_size, text_column=text_column,
+                            progress=lambda n: progress.advance(task, n))

@@ -1,0 +1,51 @@
+"""`senti serve`: the HTTP API over an export folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from senti.cli.common import console, fail, user_errors
+from senti.cli.predict import Backend, LongText
+
+app = typer.Typer()
+
+
+@app.command()
+def serve(
+    model: Annotated[Path, typer.Option(help="Export folder written by senti export.")],
+    host: Annotated[str, typer.Option(help="Address to bind; loopback unless you mean to expose it.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    backend: Annotated[Backend, typer.Option(help="Runtime and format.")] = Backend.auto,
+    device: Annotated[str, typer.Option(help="cpu or gpu.")] = "cpu",
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+    max_batch_size: Annotated[int, typer.Option(help="Most texts per model call.")] = 32,
+    max_wait_ms: Annotated[float, typer.Option(help="Longest wait for a batch to fill.")] = 5.0,
+    max_queue: Annotated[int, typer.Option(help="Texts waiting before requests get 503.")] = 2048,
+    max_texts: Annotated[int, typer.Option(help="Most texts in one request (else 413).")] = 256,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body (else 413).")] = 1 << 20,
+    api_key_env: Annotated[Optional[str], typer.Option(
+        help="Name of an environment variable holding the API key clients must send.")] = None,
+    long_text: Annotated[LongText, typer.Option(help="Texts over max_seq_len: cut, or average windows.")] =
+        LongText.truncate,
+):
+    """HTTP API: POST /v1/predict with dynamic batching; /healthz, /readyz, /metrics, /docs."""
+    import os
+
+    from senti.serving import Predictor
+    from senti.serving.server import ServerConfig, serve as run_server
+
+    api_key = None
+    if api_key_env:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise fail(f"--api-key-env {api_key_env}: that environment variable is not set")
+    with user_errors():
+        predictor = Predictor.load(model, backend=backend.value, device=device, threads=threads,
+                                   long_text=long_text.value)
+        config = ServerConfig(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_queue=max_queue,
+                              max_texts=max_texts, max_body_bytes=max_body_bytes, api_key=api_key)
+    console.print(f"serving {model} ({predictor.backend_name}) on http://{host}:{port} (docs: /docs)")
+    run_server(predictor, config, host=host, port=port)

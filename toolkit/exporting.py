@@ -1,0 +1,32 @@
+"""`senti export` from the toolkit's side: parity texts cut from the data the checkpoint was trained on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from senti.export.checkpoint import read_meta
+from senti.toolkit.data import checkpoint_splits
+from senti.toolkit.errors import SentiError
+
+
+def parity_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list[str], list[str], dict]:
+    """Dev texts, their labels and the split recipe for the parity check: the checkpoint's own dev split
+    unless `dataset` names another one."""
+    from dataclasses import asdict
+
+    meta = read_meta(model_dir)  # a folder that is not a checkpoint fails here, before any data is read
+    try:
+        splits, recipe = checkpoint_splits(Path(model_dir), meta, dataset)
+    except SentiError as err:
+        raise SentiError(f"parity texts: {err} (pass --dataset to choose others)") from None
+    rows = splits.dev[:limit]
+    return [e.text for e in rows], [e.label for e in rows], asdict(recipe)
+
+
+def export_checkpoint(config, dataset: str | None = None, parity_samples: int = 1000, say=print) -> dict:
+    """Export per `config` (an ExportConfig), proving parity on up to `parity_samples` dev texts; returns
+    the export's metadata as written."""
+    from senti.export.pipeline import export_model
+
+    texts, gold, recipe = parity_texts(Path(config.model), dataset, parity_samples)
+    return export_model(config, texts, gold, say=say, data=recipe)
