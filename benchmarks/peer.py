@@ -103,7 +103,8 @@ def report(results) -> list[str]:
         if p["task"] == "train":
             ours = next((r for r in train if r["mode"] == "dynamic" and r["precision"] == "fp32"
                          and r["batch_size"] == p["batch_size"]), None)
-            ratio = f"; senti dynamic graph / PyTorch = {ours['samples_per_s'] / p['samples_per_s']:.2f}" if ours else ""
+            ratio = (f"; senti dynamic graph / PyTorch = {ours['samples_per_s'] / p['samples_per_s']:.2f}"
+                     if ours else "")
             lines.append(f"- training, batch {p['batch_size']}: {p['samples_per_s']:.1f} samples/s, "
                          f"{share(p)} of ceiling ({p['framework']}){ratio}")
         else:

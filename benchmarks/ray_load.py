@@ -63,8 +63,10 @@ def report(results) -> list[str]:
             lines.append(f"Skipped: {r['skipped']}.")
             continue
         lines.append(f"{r['rows']:,} rows from one Parquet file, backend {r['backend']}: in process "
-                     f"{r['in_process_texts_per_s']:,.0f} texts/s; `senti predict --engine ray` ({r['actors']} actors x "
+                     f"{r['in_process_texts_per_s']:,.0f} texts/s; `senti predict --engine ray` "
+                     f"({r['actors']} actors x "
                      f"{r['threads_per_actor']} threads) {r['ray_texts_per_s']:,.0f} texts/s after start-up "
-                     f"({r['ray_over_in_process']:.0%} of in process), {r['rows_out']:,} rows out, {r['errors']} errors; "
+                     f"({r['ray_over_in_process']:.0%} of in process), {r['rows_out']:,} rows out, "
+                     f"{r['errors']} errors; "
                      f"Ray start-up {r['ray_startup_s']:.1f} s, whole run {r['ray_total_s']:.1f} s.")
     return lines

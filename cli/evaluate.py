@@ -41,7 +41,8 @@ def evaluate(
     output = output or model / layout.eval_results(split.value)
     write_json_atomic(output, result)
     console.print(f"{split.value} of {result['dataset']} (seed {result['data']['seed']}): accuracy "
-                  f"[bold]{result['accuracy']:.4f}[/], macro-F1 [bold]{result['macro_f1']:.4f}[/] on {result['n']} texts")
+                  f"[bold]{result['accuracy']:.4f}[/], macro-F1 [bold]{result['macro_f1']:.4f}[/] "
+                  f"on {result['n']} texts")
     table = Table(title="confusion matrix (rows: true, columns: predicted)")
     table.add_column("")
     for lab in result["labels"]:
