@@ -30,7 +30,7 @@ def bench(
     batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "32,64,128",
     amp: Annotated[AmpChoice, typer.Option(help="Mixed precision on GPU: off, on or both.")] = AmpChoice.both,
     quick: Annotated[bool, typer.Option(help="Fewer repeats and rows: a smoke check in minutes.")] = False,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)] = None,
     seq_len: Annotated[Optional[int], typer.Option(
         help="Inference on fixed-shape inputs of this many tokens (batch 1 and the first batch size) instead of "
              "real texts.")] = None,

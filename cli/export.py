@@ -31,7 +31,7 @@ def export_cmd(
     parity_samples: Annotated[int, typer.Option(help="Dev texts used for the parity check (at most).", min=2)] = 1000,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing export folder.")] = False,
     triton_name: Annotated[str, typer.Option(help="Model name in the Triton repository.")] = "senti",
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)] = None,
 ):
     """Static graph, Paddle Inference and ONNX (optimized, INT8, fp16), each proven against the dynamic graph."""
     from senti.serving.runtime import configure_runtime

@@ -30,16 +30,18 @@ def predict(
     output: Annotated[Optional[Path], typer.Option(help="Where to write predictions: .jsonl, .tsv or .csv.")] = None,
     backend: Annotated[Backend, typer.Option(help="Runtime and format.")] = Backend.auto,
     device: Annotated[str, typer.Option(help="cpu or gpu.")] = "cpu",
-    batch_size: Annotated[int, typer.Option(help="Texts per model call.")] = 32,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
+    batch_size: Annotated[int, typer.Option(help="Texts per model call.", min=1)] = 32,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)] = None,
     long_text: Annotated[LongText, typer.Option(help="Texts over max_seq_len: cut, or average windows.")] =
         LongText.truncate,
+    max_windows_per_text: Annotated[int, typer.Option(help="Most windows one text may take with --long-text "
+                                                           "window (else an error row).", min=1)] = 64,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of a .tsv/.csv/.jsonl input.")] = None,
     engine: Annotated[Engine, typer.Option(help="local: stream on this machine; ray: Ray Data.")] = Engine.local,
     address: Annotated[Optional[str], typer.Option(help="Ray cluster (auto, ray://HOST:PORT); default: a local "
                                                         "Ray on this machine's cores.")] = None,
-    actors: Annotated[Optional[int], typer.Option(help="Ray actors, each with its own Predictor.")] = None,
-    threads_per_actor: Annotated[Optional[int], typer.Option(help="Threads per Ray actor.")] = None,
+    actors: Annotated[Optional[int], typer.Option(help="Ray actors, each with its own Predictor.", min=1)] = None,
+    threads_per_actor: Annotated[Optional[int], typer.Option(help="Threads per Ray actor.", min=1)] = None,
     id_column: Annotated[Optional[str], typer.Option(help="Id column carried to the output (Ray); default: "
                                                           "the row's position.")] = None,
 ):
@@ -57,7 +59,7 @@ def predict(
 
     with user_errors():
         predictor = Predictor.load(model, backend=backend.value, device=device, threads=threads,
-                                   long_text=long_text.value)
+                                   long_text=long_text.value, max_windows=max_windows_per_text)
         if texts:
             results = predictor.predict(texts, batch_size=batch_size)
         else:

@@ -17,15 +17,21 @@ app = typer.Typer()
 def serve(
     model: Annotated[Path, typer.Option(help="Export folder written by senti export.")],
     host: Annotated[str, typer.Option(help="Address to bind; loopback unless you mean to expose it.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    port: Annotated[int, typer.Option(help="TCP port.", min=0, max=65535)] = 8000,
     backend: Annotated[Backend, typer.Option(help="Runtime and format.")] = Backend.auto,
     device: Annotated[str, typer.Option(help="cpu or gpu.")] = "cpu",
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")] = None,
-    max_batch_size: Annotated[int, typer.Option(help="Most texts per model call.")] = 32,
-    max_wait_ms: Annotated[float, typer.Option(help="Longest wait for a batch to fill.")] = 5.0,
-    max_queue: Annotated[int, typer.Option(help="Texts waiting before requests get 503.")] = 2048,
-    max_texts: Annotated[int, typer.Option(help="Most texts in one request (else 413).")] = 256,
-    max_body_bytes: Annotated[int, typer.Option(help="Largest request body (else 413).")] = 1 << 20,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)] = None,
+    max_batch_size: Annotated[int, typer.Option(help="Most texts per model call.", min=1)] = 32,
+    max_wait_ms: Annotated[float, typer.Option(help="Longest wait for a batch to fill.", min=0)] = 5.0,
+    max_queue: Annotated[int, typer.Option(help="Texts waiting before requests get 503.", min=1)] = 2048,
+    max_texts: Annotated[int, typer.Option(help="Most texts in one request (else 413).", min=1)] = 256,
+    max_windows: Annotated[int, typer.Option(help="Most model inputs in one request, counting each window of a "
+                                                  "long text (else 413).", min=1)] = 512,
+    max_windows_per_text: Annotated[int, typer.Option(help="Most windows one text may take with --long-text "
+                                                           "window (else 413).", min=1)] = 64,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body (else 413).", min=1)] = 1 << 20,
+    body_timeout_s: Annotated[float, typer.Option(help="Seconds a client has to send its body (else 408) and "
+                                                       "its headers (else the connection closes).", min=0)] = 10.0,
     api_key_env: Annotated[Optional[str], typer.Option(
         help="Name of an environment variable holding the API key clients must send.")] = None,
     long_text: Annotated[LongText, typer.Option(help="Texts over max_seq_len: cut, or average windows.")] =
@@ -43,9 +49,10 @@ def serve(
         if not api_key:
             raise fail(f"--api-key-env {api_key_env}: that environment variable is not set")
     with user_errors():
-        predictor = Predictor.load(model, backend=backend.value, device=device, threads=threads,
-                                   long_text=long_text.value)
         config = ServerConfig(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_queue=max_queue,
-                              max_texts=max_texts, max_body_bytes=max_body_bytes, api_key=api_key)
+                              max_texts=max_texts, max_windows=max_windows, max_body_bytes=max_body_bytes,
+                              body_timeout_s=body_timeout_s, header_timeout_s=body_timeout_s, api_key=api_key)
+        predictor = Predictor.load(model, backend=backend.value, device=device, threads=threads,
+                                   long_text=long_text.value, max_windows=max_windows_per_text)
     console.print(f"serving {model} ({predictor.backend_name}) on http://{host}:{port} (docs: /docs)")
     run_server(predictor, config, host=host, port=port)

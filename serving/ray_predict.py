@@ -16,6 +16,7 @@ import numpy as np
 
 from senti.serving.errors import SentiError
 from senti.serving.rows import parse_json_line
+from senti.serving.streaming import predict_isolated
 
 INSTALL_HINT = "--engine ray needs Ray Data: pip install 'senti[scale]'"
 READ_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
@@ -45,7 +46,10 @@ class ScoreBatch:
                 missing = text is None or (isinstance(text, float) and np.isnan(text))
                 errors[i] = f"'{self.text_column}' is " + ("missing" if missing else type(text).__name__)
         good = [i for i, e in enumerate(errors) if e is None]
-        predictions = dict(zip(good, self.predictor.predict([texts[i] for i in good], batch_size=self.batch_size)))
+        results, refused = predict_isolated(self.predictor, [texts[i] for i in good], self.batch_size)
+        for j, why in refused.items():
+            errors[good[j]] = why
+        predictions = {i: p for i, p in zip(good, results) if p is not None}
         n = len(texts)
         out = {
             "id": np.asarray([None if v is None else str(v) for v in ids], dtype=object),

@@ -66,7 +66,8 @@ def _decoded_lines(path: Path, progress: Callable[[int], None] | None) -> Iterat
 
 
 def _bad_utf8(text: str) -> bool:
-    return any("\udc80" <= ch <= "\udcff" for ch in text)
+    # Undecodable bytes (kept by surrogateescape) and lone surrogates written as JSON escapes ("\ud800").
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
 def read_rows(path: Path, text_column: str | None = None, *, label_column: str | None = None,

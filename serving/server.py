@@ -1,16 +1,27 @@
-"""`senti serve`: an HTTP API (FastAPI on uvicorn) over a `Predictor`, with dynamic batching and metrics."""
+"""`senti serve`: an HTTP API (FastAPI on uvicorn) over a `Predictor`, with dynamic batching and metrics.
+
+Hostile input hurts nobody else: a text that cannot be scored gets 422 naming its index before it is
+batched; limits count model inputs (windows), not texts; bodies over the limit get 413 with or without
+Content-Length; slow senders get 408; work for a client that went away is dropped from the queue.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
 from pydantic import BaseModel, ConfigDict, Field
 
 from senti.serving.batcher import Batcher, QueueFull
+from senti.serving.errors import SentiError
+from senti.serving.predictor import text_problem
+
+PREDICT_PATH = "/v1/predict"
 
 
 # Module level: FastAPI resolves these (string) annotations in the module's globals.
@@ -33,45 +44,23 @@ class PredictResponse(BaseModel):
 
 @dataclass
 class ServerConfig:
-    max_batch_size: int = 32
+    max_batch_size: int = 32  # model inputs per call
     max_wait_ms: float = 5.0
-    max_queue: int = 2048  # texts waiting before new requests get 503
+    max_queue: int = 2048  # model inputs waiting before new requests get 503
     max_texts: int = 256  # per request
+    max_windows: int = 512  # model inputs per request (long texts scored in windows take several)
     max_body_bytes: int = 1 << 20
+    body_timeout_s: float = 10.0  # a client must send its whole body within this, else 408
+    header_timeout_s: float = 10.0  # and its request line and headers within this, else the connection closes
     api_key: str | None = None
 
-
-class BodyLimit:
-    """Pure ASGI middleware: 413 once a request body passes the limit, with or without Content-Length."""
-
-    def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            return await _send_json(send, 413, {"detail": f"request body over {self.limit} bytes"})
-        seen = 0
-
-        async def limited_receive():
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _TooLarge()
-            return message
-
-        try:
-            await self.app(scope, limited_receive, send)
-        except _TooLarge:
-            await _send_json(send, 413, {"detail": f"request body over {self.limit} bytes"})
-
-
-class _TooLarge(Exception):
-    pass
+    def __post_init__(self):
+        for name in ("max_batch_size", "max_queue", "max_texts", "max_windows", "max_body_bytes"):
+            if getattr(self, name) < 1:
+                raise SentiError(f"{name} must be at least 1; got {getattr(self, name)}")
+        for name in ("max_wait_ms", "body_timeout_s", "header_timeout_s"):
+            if not getattr(self, name) >= 0:
+                raise SentiError(f"{name} must be at least 0; got {getattr(self, name)}")
 
 
 async def _send_json(send, status: int, body: dict) -> None:
@@ -81,31 +70,87 @@ async def _send_json(send, status: int, body: dict) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
+class Guard:
+    """Pure ASGI middleware in front of the app: reads the whole body first, bounded in size (413) and time
+    (408), so the app never sees a partial one; and counts every /v1/predict response by status."""
+
+    def __init__(self, app, limit: int, timeout_s: float, count_status):
+        self.app, self.limit, self.timeout_s, self.count_status = app, limit, timeout_s, count_status
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if scope["path"] == PREDICT_PATH:
+            send = self._counting(send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return await _send_json(send, 413, {"detail": f"request body over {self.limit} bytes"})
+        chunks, size, deadline = [], 0, time.monotonic() + self.timeout_s
+        while True:
+            try:
+                message = await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0))
+            except asyncio.TimeoutError:
+                return await _send_json(send, 408, {"detail": f"request body not received within "
+                                                              f"{self.timeout_s:g} s"})
+            if message["type"] == "http.disconnect":
+                return  # the client left before sending its request: nothing to answer
+            size += len(message.get("body", b""))
+            if size > self.limit:  # chunked bodies have no Content-Length to refuse up front
+                return await _send_json(send, 413, {"detail": f"request body over {self.limit} bytes"})
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body, delivered = b"".join(chunks), False
+
+        async def replay():
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: waits for http.disconnect
+
+        await self.app(scope, replay, send)
+
+    def _counting(self, send):
+        async def counted(message):
+            if message["type"] == "http.response.start":
+                self.count_status(message["status"])
+            await send(message)
+
+        return counted
+
+
 def create_app(predictor, config: ServerConfig):
-    """The ASGI app: POST /v1/predict, GET /healthz, /readyz, /metrics, and OpenAPI docs at /docs."""
-    from fastapi import FastAPI, Header, HTTPException, Request
+    """The ASGI app: POST /v1/predict, GET/HEAD /healthz, /readyz, GET /metrics, and OpenAPI docs at /docs."""
+    from fastapi import FastAPI, Header, HTTPException
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
     registry = CollectorRegistry()
-    requests = Counter("senti_requests", "HTTP requests to /v1/predict by status", ["status"], registry=registry)
+    requests = Counter("senti_requests", "HTTP responses to /v1/predict by status", ["status"], registry=registry)
     errors = Counter("senti_errors", "Failed /v1/predict requests by reason", ["reason"], registry=registry)
     latency = Histogram("senti_request_latency_seconds", "Latency of /v1/predict", registry=registry,
                         buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-    batch_sizes = Histogram("senti_batch_size", "Texts per model call", registry=registry,
-                            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
+    batch_sizes = Histogram("senti_batch_size", "Model inputs (texts, or windows of long texts) per model call",
+                            registry=registry, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
     model_seconds = Histogram("senti_model_seconds", "Seconds per model call", registry=registry)
-    queue_depth = Gauge("senti_queue_depth", "Texts waiting or being scored", registry=registry)
+    queue_depth = Gauge("senti_queue_depth", "Model inputs waiting or being scored", registry=registry)
     texts_total = Counter("senti_texts", "Texts scored", registry=registry)
+    windows_total = Counter("senti_windows", "Model inputs scored (a text, or each of its windows)",
+                            registry=registry)
 
-    def on_batch(size: int, seconds: float) -> None:
-        batch_sizes.observe(size)
+    def on_batch(cost: int, seconds: float) -> None:
+        batch_sizes.observe(cost)
         model_seconds.observe(seconds)
-        texts_total.inc(size)
+        windows_total.inc(cost)
 
-    batcher = Batcher(lambda texts: predictor.predict(texts, batch_size=config.max_batch_size),
-                      config.max_batch_size, config.max_wait_ms, config.max_queue, on_batch)
+    def score(texts):
+        results = predictor.predict(texts, batch_size=config.max_batch_size)
+        texts_total.inc(len(texts))
+        return results
+
+    batcher = Batcher(score, config.max_batch_size, config.max_wait_ms, config.max_queue, on_batch)
     queue_depth.set_function(lambda: batcher.pending)
     state = {"ready": False}
 
@@ -120,49 +165,77 @@ def create_app(predictor, config: ServerConfig):
     app = FastAPI(title="senti", version="1", lifespan=lifespan,
                   description=f"Chinese sentiment analysis: labels {predictor.labels}, backend {predictor.backend_name}")
 
-    def fail(status: int, reason: str, detail: str, headers=None):
+    def fail(status: int, reason: str, detail, headers=None):
         errors.labels(reason).inc()
-        requests.labels(str(status)).inc()
         raise HTTPException(status, detail=detail, headers=headers)
 
     async def invalid(request: Request, exc: RequestValidationError):
         # FastAPI's default echoes each offending input, which fails on values JSON cannot hold
         # (Infinity parses but does not serialize) and repeats large bodies: keep where and why only.
         errors.labels("invalid").inc()
-        requests.labels("422").inc()
         detail = [{"type": e.get("type"), "loc": list(e.get("loc", ())), "msg": e.get("msg")} for e in exc.errors()]
         return JSONResponse({"detail": detail}, status_code=422)
 
     app.add_exception_handler(RequestValidationError, invalid)
 
-    @app.post("/v1/predict", response_model=PredictResponse,
+    async def client_gone(request: Request) -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    @app.post(PREDICT_PATH, response_model=PredictResponse,
               responses={401: {"description": "missing or wrong API key"}, 413: {"description": "too large"},
+                         422: {"description": "invalid body, or a text that cannot be scored (its index named)"},
                          503: {"description": "queue full; retry after the Retry-After seconds"}})
-    async def predict(body: PredictRequest, authorization: str | None = Header(None),
+    async def predict(body: PredictRequest, request: Request, authorization: str | None = Header(None),
                       x_api_key: str | None = Header(None)):
         started = time.perf_counter()
         if config.api_key is not None:
             given = x_api_key or (authorization[7:] if authorization and authorization.startswith("Bearer ") else "")
             if not hmac.compare_digest(given.encode(), config.api_key.encode()):
                 fail(401, "unauthorized", "missing or wrong API key", {"WWW-Authenticate": "Bearer"})
-        if len(body.texts) > config.max_texts:
-            fail(413, "too_many_texts", f"{len(body.texts)} texts; at most {config.max_texts} per request")
-        try:
-            results = await batcher.submit(body.texts) if body.texts else []
-        except QueueFull:
-            fail(503, "queue_full", "server busy: queue full", {"Retry-After": "1"})
-        except Exception as err:
-            fail(500, "model", f"model call failed: {type(err).__name__}")
-        requests.labels("200").inc()
+        texts = body.texts
+        if len(texts) > config.max_texts:
+            fail(413, "too_many_texts", f"{len(texts)} texts; at most {config.max_texts} per request")
+        bad = [{"type": "invalid_text", "loc": ["body", "texts", i], "msg": why}
+               for i, text in enumerate(texts) if (why := text_problem(text))]
+        if bad:  # refused before batching, so it never shares a model call with another client's texts
+            fail(422, "invalid_text", bad)
+        windows = await asyncio.get_running_loop().run_in_executor(None, predictor.windows, texts) \
+            if predictor.long_text == "window" else [1] * len(texts)
+        over = [{"type": "too_many_windows", "loc": ["body", "texts", i],
+                 "msg": f"needs {n} windows; at most {predictor.max_windows} per text"}
+                for i, n in enumerate(windows) if n > predictor.max_windows]
+        if over:
+            fail(413, "too_many_windows", over)
+        if sum(windows) > config.max_windows:
+            fail(413, "too_many_windows", f"{sum(windows)} model inputs (windows); at most {config.max_windows} "
+                                          "per request")
+        if not texts:
+            results = []
+        else:
+            job = asyncio.ensure_future(batcher.submit(texts, sum(windows)))
+            gone = asyncio.ensure_future(client_gone(request))
+            await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not job.done():  # the client disconnected: drop its work from the queue
+                job.cancel()
+                errors.labels("client_gone").inc()
+                return Response(status_code=499)
+            gone.cancel()
+            try:
+                results = job.result()
+            except QueueFull:
+                fail(503, "queue_full", "server busy: queue full", {"Retry-After": "1"})
+            except Exception as err:
+                fail(500, "model", f"model call failed: {type(err).__name__}")
         latency.observe(time.perf_counter() - started)
         return {"labels": predictor.labels, "backend": predictor.backend_name,
                 "predictions": [r.to_json() for r in results]}
 
-    @app.get("/healthz")
+    @app.api_route("/healthz", methods=["GET", "HEAD"])
     async def healthz():
         return {"status": "ok"}
 
-    @app.get("/readyz")
+    @app.api_route("/readyz", methods=["GET", "HEAD"])
     async def readyz():
         if state["ready"] and batcher.running:
             return {"status": "ready", "backend": predictor.backend_name}
@@ -172,7 +245,42 @@ def create_app(predictor, config: ServerConfig):
     async def metrics():
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    return BodyLimit(app, config.max_body_bytes), app
+    guarded = Guard(app, config.max_body_bytes, config.body_timeout_s, lambda status: requests.labels(str(status)).inc())
+    return guarded, app
+
+
+def header_timeout_protocol(seconds: float):
+    """uvicorn's h11 protocol, closing a connection whose request line and headers are not complete in time
+    (uvicorn bounds only idle keep-alive connections; a client trickling headers would be held forever)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderTimeoutProtocol(H11Protocol):
+        _header_timer = None
+
+        def _arm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            self._header_timer = self.loop.call_later(seconds, self._headers_late)
+
+        def _headers_late(self) -> None:
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()  # headers still incomplete: nothing to answer, the peer is too slow
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            super().connection_lost(exc)
+
+    return HeaderTimeoutProtocol
 
 
 def serve(predictor, config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning"):
@@ -180,5 +288,5 @@ def serve(predictor, config: ServerConfig, host: str = "127.0.0.1", port: int = 
     import uvicorn
 
     asgi, _ = create_app(predictor, config)
-    uvicorn.run(asgi, host=host, port=port, log_level=log_level, access_log=False,
-                timeout_graceful_shutdown=30)
+    uvicorn.run(asgi, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
+                http=header_timeout_protocol(config.header_timeout_s))

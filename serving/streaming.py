@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from senti.serving.errors import DataError
+from senti.serving.predictor import text_problem
 from senti.serving.rows import TEXT_COLUMNS, Row, read_rows
 
 OUTPUT_SUFFIXES = (".jsonl", ".tsv", ".csv")
@@ -37,6 +38,8 @@ class PredictionWriter:
             self.csv.writerow(self.columns)
 
     def write(self, row: Row, prediction) -> None:
+        if row.text is not None and text_problem(row.text):  # a lone surrogate cannot be written as UTF-8
+            row.text = row.text.encode("utf-8", "backslashreplace").decode("utf-8")
         if self.suffix == ".jsonl":
             record = {"line": row.line, "text": row.text}
             record.update(prediction.to_json() if prediction else {"label": None, "score": None,
@@ -81,11 +84,29 @@ def predict_file(predictor, src: Path, dst: Path, batch_size: int = 32, chunk_ro
     return counts
 
 
+def predict_isolated(predictor, texts: list[str], batch_size: int) -> tuple[list, dict[int, str]]:
+    """Predictions for the texts the predictor takes, None for the others, and why each one was refused:
+    one bad text never costs the others their answers."""
+    from senti.serving.predictor import InvalidText
+
+    try:
+        return predictor.predict(texts, batch_size=batch_size), {}
+    except InvalidText as err:
+        refused = err.problems
+    kept = [i for i in range(len(texts)) if i not in refused]
+    scored = dict(zip(kept, predictor.predict([texts[i] for i in kept], batch_size=batch_size)))
+    return [scored.get(i) for i in range(len(texts))], refused
+
+
 def _flush(predictor, chunk: list[Row], writer: PredictionWriter, counts: dict, batch_size: int) -> None:
     good = [r for r in chunk if r.error is None]
-    predictions = iter(predictor.predict([r.text for r in good], batch_size=batch_size))
+    results, refused = predict_isolated(predictor, [r.text for r in good], batch_size)
+    for i, why in refused.items():
+        good[i].error = why
+    predictions = iter(results)
+    scored = {id(r) for r in good}
     for row in chunk:
-        prediction = next(predictions) if row.error is None else None
+        prediction = next(predictions) if id(row) in scored else None
         writer.write(row, prediction)
         counts["rows"] += 1
         if prediction is None:
