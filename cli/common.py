@@ -14,6 +14,10 @@ console = Console(soft_wrap=True)  # progress lines stay whole in logs
 err_console = Console(stderr=True, soft_wrap=True)  # one-line errors, never wrapped
 
 
+TRUST_PICKLE_HELP = ("Load a checkpoint whose weights are a pickle (.pdparams): loading a pickle can run any code "
+                     "in it, so only for files you trust. senti writes safetensors.")
+
+
 def choices(name: str, values) -> type[Enum]:
     """A Typer choice type over the library's own tuple of names, so the CLI never keeps a copy."""
     return Enum(name, {v.replace("-", "_"): v for v in values}, type=str)

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from senti.cli.common import choices, console, quiet, user_errors
+from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, user_errors
 from senti.toolkit.data import SPLITS
 
 app = typer.Typer()
@@ -26,6 +26,7 @@ def evaluate(
     output: Annotated[Optional[Path], typer.Option(help="JSON file for the results "
                                                         "(default: MODEL/eval_SPLIT.json).")] = None,
     batch_size: Annotated[int, typer.Option(help="Texts per batch.", min=1)] = 64,
+    trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
 ):
     """Accuracy, macro-F1 and the confusion matrix of a checkpoint on one split."""
     from senti.serving.runtime import configure_runtime
@@ -37,7 +38,7 @@ def evaluate(
 
     quiet()
     with user_errors():
-        result = evaluate_checkpoint(model, dataset, split.value, batch_size)
+        result = evaluate_checkpoint(model, dataset, split.value, batch_size, trust_pickle)
     output = output or model / layout.eval_results(split.value)
     write_json_atomic(output, result)
     console.print(f"{split.value} of {result['dataset']} (seed {result['data']['seed']}): accuracy "

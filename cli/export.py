@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from senti.cli.common import choices, console, quiet, say, user_errors
+from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, say, user_errors
 from senti.export.pipeline import EXPORT_FORMATS, QUANTIZE_CHOICES
 
 app = typer.Typer()
@@ -32,6 +32,7 @@ def export_cmd(
     overwrite: Annotated[bool, typer.Option(help="Replace an existing export folder.")] = False,
     triton_name: Annotated[str, typer.Option(help="Model name in the Triton repository.")] = "senti",
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)] = None,
+    trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
 ):
     """Static graph, Paddle Inference and ONNX (optimized, INT8, fp16), each proven against the dynamic graph."""
     from senti.serving.runtime import configure_runtime
@@ -45,7 +46,7 @@ def export_cmd(
         config = ExportConfig(model=str(model), output_dir=str(output_dir), quantize=quantize and quantize.value,
                               formats=tuple(f.strip() for f in formats.split(",") if f.strip()), fp16=fp16,
                               opset=opset, max_seq_len=max_seq_len, overwrite=overwrite, triton_name=triton_name,
-                              threads=threads)
+                              threads=threads, trust_pickle=trust_pickle)
         record = export_checkpoint(config, dataset, parity_samples, say=say)
     table = Table(title=f"export parity on {record['parity_texts']} dev texts (reference accuracy "
                         f"{record['reference_accuracy']:.4f})")

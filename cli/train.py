@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from senti.cli.common import choices, console, fail, quiet, say, step_progress, user_errors
+from senti.cli.common import TRUST_PICKLE_HELP, choices, console, fail, quiet, say, step_progress, user_errors
 from senti.toolkit.config import AMP_DTYPES, DEVICES
 
 app = typer.Typer()
@@ -31,6 +31,9 @@ MaxSteps = Annotated[Optional[int], typer.Option(help="Stop after this many step
 EvalEvery = Annotated[Optional[int], typer.Option(help="Evaluate every N steps (default: each epoch).", min=1)]
 EarlyStop = Annotated[Optional[int], typer.Option(help="Stop after N evaluations without improvement.", min=1)]
 Threads = Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)]
+TrustPickle = Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)]
+Overwrite = Annotated[bool, typer.Option(help="Replace a checkpoint already in --output-dir (only once the new "
+                                              "one is saved).")]
 
 
 def config_fields(options: dict, drop=()) -> dict:
@@ -67,6 +70,8 @@ def train(
     text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
     threads: Threads = None,
+    overwrite: Overwrite = False,
+    trust_pickle: TrustPickle = False,
 ):
     """Fine-tune an ERNIE sentiment classifier in dynamic graph; keeps the best dev checkpoint."""
     options = dict(locals())  # first statement: exactly the CLI options
@@ -152,6 +157,8 @@ def distill(
     eval_every: EvalEvery = None,
     early_stop: EarlyStop = None,
     threads: Threads = None,
+    overwrite: Overwrite = False,
+    trust_pickle: TrustPickle = False,
 ):
     """Distill a fine-tuned teacher into a small student (soft targets, hard labels, optional hidden MSE)."""
     options = dict(locals())  # first statement: exactly the CLI options

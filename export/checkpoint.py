@@ -48,22 +48,38 @@ def read_meta(path: Path) -> CheckpointMeta:
     path = Path(path)
     if not path.is_dir():
         raise ArtifactError(f"{path}: not a folder")
-    for needed in (layout.PADDLENLP_CONFIG, layout.PADDLENLP_WEIGHTS, layout.VOCAB, layout.CHECKPOINT_META):
+    for needed in (layout.PADDLENLP_CONFIG, layout.VOCAB, layout.CHECKPOINT_META):
         if not (path / needed).is_file():
             raise ArtifactError(f"{path}: not a senti checkpoint (no {needed})")
+    if not any((path / name).is_file() for name in (layout.PADDLENLP_SAFE_WEIGHTS, layout.PADDLENLP_WEIGHTS)):
+        raise ArtifactError(f"{path}: not a senti checkpoint (no {layout.PADDLENLP_SAFE_WEIGHTS})")
     return CheckpointMeta.read(path)
 
 
-def load_checkpoint(path: Path):
+def check_weights_format(path: Path, trust_pickle: bool = False) -> bool:
+    """True when the weights are safetensors; a pickle (`.pdparams`, which runs code when loaded) only with
+    `trust_pickle`, else one clear error."""
+    path = Path(path)
+    if (path / layout.PADDLENLP_SAFE_WEIGHTS).is_file():
+        return True
+    if not trust_pickle:
+        raise ArtifactError(f"{path}: its weights are a pickle ({layout.PADDLENLP_WEIGHTS}), and loading a pickle "
+                            "can run any code in it; pass --trust-pickle only if you trust where it came from "
+                            f"(senti's own checkpoints are {layout.PADDLENLP_SAFE_WEIGHTS}, which cannot)")
+    return False
+
+
+def load_checkpoint(path: Path, trust_pickle: bool = False):
     """(model, tokenizer, meta) from a checkpoint folder, with its vocabulary checked against the weights.
 
-    Loads `.pdparams` (a pickle) only from a folder the user named.
+    Weights load from safetensors; a pickled `.pdparams` only with `trust_pickle`.
     """
     meta = read_meta(path)
+    safe = check_weights_format(path, trust_pickle)
     from paddlenlp.transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(str(path))
+        model = AutoModelForSequenceClassification.from_pretrained(str(path), use_safetensors=safe)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
     except Exception as err:  # PaddleNLP raises assorted types for broken folders
         raise ArtifactError(f"{path}: could not load checkpoint ({type(err).__name__}: {err})") from None

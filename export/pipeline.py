@@ -44,6 +44,7 @@ class ExportConfig:
     overwrite: bool = False
     triton_name: str = "senti"
     threads: int | None = None
+    trust_pickle: bool = False  # load a checkpoint whose weights are a pickle (.pdparams can run code)
 
     def __post_init__(self):
         self.formats = tuple(self.formats)
@@ -110,7 +111,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
     spec = replace(spec, opset=config.opset)
     out = Path(config.output_dir).expanduser().resolve()
     _check_output(out, config.overwrite)
-    model, tokenizer, meta = load_checkpoint(Path(config.model))
+    model, tokenizer, meta = load_checkpoint(Path(config.model), config.trust_pickle)
     labels = meta.labels
     max_len = config.max_seq_len or meta.max_seq_len
     if max_len > model.config.max_position_embeddings:

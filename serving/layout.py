@@ -20,7 +20,8 @@ def eval_results(split: str) -> str:
 
 
 PADDLENLP_CONFIG = "config.json"  # written by PaddleNLP 2.8 save_pretrained
-PADDLENLP_WEIGHTS = "model_state.pdparams"
+PADDLENLP_SAFE_WEIGHTS = "model.safetensors"  # what senti writes: loading it cannot run code
+PADDLENLP_WEIGHTS = "model_state.pdparams"  # a pickle: loaded only when the user passes --trust-pickle
 VOCAB = "vocab.txt"
 
 # Metadata schema version (senti.json, export.json, results.json): bump when a reader must change.

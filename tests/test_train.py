@@ -107,7 +107,29 @@ def test_nan_loss_is_reported_not_trained_through(binary_folder, tmp_path, monke
 
     with pytest.raises(TrainingDiverged, match="loss became nan at epoch 1, step 1"):
         train_tiny(tmp_path / "c", binary_folder, epochs=1)
-    assert not (tmp_path / "c" / layout.PADDLENLP_WEIGHTS).exists()
+    assert not (tmp_path / "c" / layout.PADDLENLP_SAFE_WEIGHTS).exists()
+
+
+def test_an_output_folder_holding_a_checkpoint_is_refused_and_overwritten_only_on_save(tiny_checkpoint, monkeypatch):
+    """Without --overwrite the folder is refused; with it, a run killed before its first save leaves the old
+    checkpoint and the settings that describe it untouched."""
+    ckpt, data = tiny_checkpoint
+    before = {name: (ckpt / name).read_bytes() for name in (layout.TRAIN_CONFIG, layout.CHECKPOINT_META,
+                                                            layout.PADDLENLP_SAFE_WEIGHTS)}
+    with pytest.raises(SentiError, match="already holds a checkpoint; pass --overwrite"):
+        train_tiny(ckpt, data, seed=11)
+    import senti.toolkit.train as train_module
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the process dies before the first evaluation saves anything
+
+    monkeypatch.setattr(train_module, "fit", killed)
+    with pytest.raises(KeyboardInterrupt):
+        train_tiny(ckpt, data, seed=11, overwrite=True)
+    assert {name: (ckpt / name).read_bytes() for name in before} == before
+    monkeypatch.undo()
+    train_tiny(ckpt, data, seed=11, overwrite=True, max_steps=3, eval_every=3)
+    assert TrainConfig.load(ckpt / layout.TRAIN_CONFIG).seed == 11
 
 
 def test_pretrained_name_offline_is_one_clear_error(binary_folder, tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from senti.export.checkpoint import CheckpointMeta
 from senti.serving import layout
+from senti.serving.errors import SentiError
 
 
 def versions() -> dict:
@@ -21,12 +22,20 @@ def versions() -> dict:
     return {"paddle": paddle.__version__, "paddlenlp": paddlenlp.__version__}
 
 
-def save_checkpoint(model, tokenizer, out_dir: Path, meta: CheckpointMeta) -> None:
-    """Save weights, tokenizer and metadata into `out_dir` without ever leaving it half-written.
+def refuse_existing(out_dir: Path, overwrite: bool) -> None:
+    """A folder that already holds a checkpoint is replaced only when the user says so."""
+    if (Path(out_dir) / layout.CHECKPOINT_META).is_file() and not overwrite:
+        raise SentiError(f"{out_dir} already holds a checkpoint; pass --overwrite to replace it (nothing is written "
+                         "over it until the new checkpoint is saved)")
+
+
+def save_checkpoint(model, tokenizer, out_dir: Path, meta: CheckpointMeta, config=None) -> None:
+    """Save weights, tokenizer, metadata (and the run's `config`) into `out_dir` without leaving it half-written.
 
     Everything is first written to a hidden sibling folder; each file then replaces its old
-    version with an atomic rename, weights last-but-one and `senti.json` last, so an
-    interrupted save leaves the previous checkpoint loadable.
+    version with an atomic rename, weights, then the settings, then `senti.json` last, so an
+    interrupted save leaves the previous checkpoint loadable, and the settings file never describes
+    weights that were not saved.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -34,13 +43,19 @@ def save_checkpoint(model, tokenizer, out_dir: Path, meta: CheckpointMeta) -> No
     try:
         # paddle's DataParallel wraps the model; save the inner one so PaddleNLP can load it.
         inner = getattr(model, "_layers", model)
-        inner.save_pretrained(str(staging))
+        inner.save_pretrained(str(staging), safe_serialization=True)  # safetensors: loading runs no code
         tokenizer.save_pretrained(str(staging))
         meta.write(staging)
+        last = [layout.PADDLENLP_SAFE_WEIGHTS, layout.CHECKPOINT_META]
+        if config is not None:
+            config.save(staging)
+            last.insert(1, config.FILE)
         names = sorted(p.name for p in staging.iterdir())
-        order = [n for n in names if n not in (layout.PADDLENLP_WEIGHTS, layout.CHECKPOINT_META)]
-        for name in order + [layout.PADDLENLP_WEIGHTS, layout.CHECKPOINT_META]:
+        order = [n for n in names if n not in last]
+        for name in order + last:
             if (staging / name).exists():
                 os.replace(staging / name, out_dir / name)
+        # A pickle beside the new weights (a checkpoint of an older senti, overwritten) would describe old weights.
+        (out_dir / layout.PADDLENLP_WEIGHTS).unlink(missing_ok=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

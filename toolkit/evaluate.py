@@ -46,7 +46,8 @@ def classification_metrics(y_true, y_pred, labels: list[str]) -> dict:
     }
 
 
-def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64) -> dict:
+def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
+                        trust_pickle: bool = False) -> dict:
     """Score a checkpoint on one split: of the data it was trained on (cut as in training), or of `dataset`."""
     from dataclasses import asdict
     from pathlib import Path
@@ -56,7 +57,7 @@ def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "tes
     from senti.toolkit.data import checkpoint_splits
     from senti.toolkit.errors import SentiError
 
-    model, tokenizer, meta = load_checkpoint(Path(model_dir))
+    model, tokenizer, meta = load_checkpoint(Path(model_dir), trust_pickle)
     splits, recipe = checkpoint_splits(Path(model_dir), meta, dataset)
     rows = splits.split(split)
     if not rows:

@@ -66,15 +66,15 @@ def ernie_config(shape: str, vocab_size: int, labels: list[str], max_seq_len: in
     )
 
 
-def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int):
+def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int, trust_pickle: bool = False):
     """Return (model, tokenizer, description) for a preset, a checkpoint folder or a PaddleNLP name."""
     if spec in PRESETS:
         return _build_scratch(spec, labels, train_texts, max_seq_len)
     if Path(spec).expanduser().is_dir():
-        model, tokenizer, meta = load_checkpoint(Path(spec).expanduser())
-        if meta["labels"] != labels:
+        model, tokenizer, meta = load_checkpoint(Path(spec).expanduser(), trust_pickle)
+        if meta.labels != labels:
             raise SentiError(
-                f"checkpoint {spec} was trained on labels {meta['labels']}, the dataset has {labels}"
+                f"checkpoint {spec} was trained on labels {meta.labels}, the dataset has {labels}"
             )
         return model, tokenizer, {"source": "checkpoint", "path": str(Path(spec).resolve())}
     if spec.startswith("scratch:"):

@@ -13,7 +13,7 @@ from senti.serving.batching import pad_batch
 from senti.toolkit.batching import encode_texts
 from senti.export.checkpoint import CheckpointMeta
 from senti.serving.artifacts import SplitRecipe, write_json_atomic
-from senti.toolkit.checkpoint import save_checkpoint, versions
+from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
 from senti.toolkit.config import TrainConfig
 from senti.toolkit.data import load_recipe
 from senti.toolkit.errors import SentiError
@@ -82,6 +82,7 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     import paddle.nn.functional as F
 
     out = Path(config.output_dir)
+    refuse_existing(out, config.overwrite)
     world, rank = dist.get_world_size(), dist.get_rank()
     main_process = rank == 0
     device = select_device(config.device)
@@ -92,7 +93,7 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     splits = load_recipe(recipe)
     paddle.seed(config.seed)
     model, tokenizer, source = build_model(
-        config.model, splits.labels, [e.text for e in splits.train], config.max_seq_len
+        config.model, splits.labels, [e.text for e in splits.train], config.max_seq_len, config.trust_pickle
     )
     label_id = {lab: i for i, lab in enumerate(splits.labels)}
     train_ids, train_cut = encode_texts(tokenizer, [e.text for e in splits.train], config.max_seq_len)
@@ -114,8 +115,7 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
         "runtime": runtime, "data": data_stats,
     }
     if main_process:
-        out.mkdir(parents=True, exist_ok=True)
-        config.save(out)
+        out.mkdir(parents=True, exist_ok=True)  # the settings are saved with the first checkpoint, not before
     meta = checkpoint_meta("senti train", splits.labels, config.max_seq_len, tokenizer, source, metrics["versions"],
                            recipe)
 
@@ -129,7 +129,7 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
         return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"]}
 
     def save(record: dict) -> None:
-        save_checkpoint(model, tokenizer, out, replace(meta, dev=record, precision=precision))
+        save_checkpoint(model, tokenizer, out, replace(meta, dev=record, precision=precision), config)
 
     fit(net, model, config, [len(e) for e in train_ids], loss_fn, evaluate, save, precision, metrics,
         say=say if main_process else (lambda _: None), progress=progress)
