@@ -45,6 +45,32 @@ def user_errors():
         raise fail(str(err), getattr(err, "exit_code", 2)) from None
 
 
+@contextmanager
+def sigterm_unwinds():
+    """SIGTERM unwinds like Ctrl-C (exit 143), so staging folders and partial files are removed on the way out.
+
+    Libraries may wrap the exit in their own error type (paddle's to_static does): whatever comes out
+    once the signal arrived leaves as the signal's exit code.
+    """
+    import signal
+
+    received = []
+
+    def stop(signum, frame):
+        received.append(signum)
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    except BaseException:
+        if received:
+            raise SystemExit(128 + received[0]) from None
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def step_progress():
     """A transient progress bar for counted steps (epochs, batches)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

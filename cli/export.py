@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, say, user_errors
+from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, say, sigterm_unwinds, user_errors
 from senti.export.pipeline import EXPORT_FORMATS, QUANTIZE_CHOICES
 
 app = typer.Typer()
@@ -42,7 +42,7 @@ def export_cmd(
     from senti.toolkit.exporting import export_checkpoint
 
     quiet()
-    with user_errors():
+    with user_errors(), sigterm_unwinds():
         config = ExportConfig(model=str(model), output_dir=str(output_dir), quantize=quantize and quantize.value,
                               formats=tuple(f.strip() for f in formats.split(",") if f.strip()), fp16=fp16,
                               opset=opset, max_seq_len=max_seq_len, overwrite=overwrite, triton_name=triton_name,

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from senti.cli.common import byte_progress, choices, console, err_console, fail, user_errors
+from senti.cli.common import byte_progress, choices, console, err_console, fail, sigterm_unwinds, user_errors
 from senti.serving.backends import BACKENDS
 from senti.serving.predictor import LONG_TEXT_MODES
 from senti.serving.streaming import ENGINES
@@ -56,8 +56,11 @@ def predict(
     if input and not Path(input).is_file():
         raise fail(f"--input {input}: no such file")
     from senti.serving import Predictor
+    from senti.serving.streaming import check_output
 
-    with user_errors():
+    with user_errors(), sigterm_unwinds():
+        if input:
+            check_output(Path(input), output)  # before the model loads: nothing is scored for nothing
         predictor = Predictor.load(model, backend=backend.value, device=device, threads=threads,
                                    long_text=long_text.value, max_windows=max_windows_per_text)
         if texts:
@@ -74,6 +77,8 @@ def predict(
                           f"{p.score:.4f}" + (" (cut)" if p.truncated else ""))
         console.print(table)
         return
+    for stale in counts["stale_removed"]:
+        err_console.print(f"removed {escape(stale)}: the partial output of an earlier run that was killed")
     console.print(f"{counts['rows']} rows in, {counts['rows']} rows out ({output}): {counts['predicted']} scored, "
                   f"{counts['errors']} error rows, {counts['truncated']} truncated")
     if counts["errors"]:

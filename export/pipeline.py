@@ -23,7 +23,7 @@ from senti.export.specs import ERNIE_SEQUENCE_CLASSIFICATION, ExportSpec
 from senti.export.static import save_static
 from senti.export.triton import write_repository
 from senti.serving import layout
-from senti.serving.artifacts import ExportMeta
+from senti.serving.artifacts import ExportMeta, remove_stale_work
 from senti.serving.backends import FORMATS, open_backend
 from senti.serving.errors import SentiError
 from senti.serving.runtime import package_versions
@@ -133,7 +133,9 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
     reference_accuracy = float((reference["batch_32"].argmax(1) == gold_ids).mean())
     say(f"dynamic graph: accuracy {reference_accuracy:.4f} on {len(texts)} parity texts")
 
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.staging-"))
+    for stale in remove_stale_work(out.parent, out.name, "staging"):
+        say(f"removed {stale}: the staging folder of an export that was killed")
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=layout.work_prefix(out.name, "staging")))
     try:
         formats, io = {}, None
         graph_file, params_file = save_static(model, staging / layout.PADDLE_DIR, spec)

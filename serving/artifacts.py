@@ -35,6 +35,31 @@ def write_json_atomic(path: Path, data) -> None:
         raise
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def remove_stale_work(folder: Path, name: str, kind: str) -> list[Path]:
+    """Remove what killed runs left of `name` (`layout.work_prefix` names whose process is gone); returns them."""
+    import re
+    import shutil
+
+    removed = []
+    pattern = re.compile(rf"^\.{re.escape(name)}\.{re.escape(kind)}-(\d+)-")
+    for path in Path(folder).glob(f".{name}.{kind}-*"):
+        match = pattern.match(path.name)
+        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 @dataclass
 class ArtifactMeta:
     """Base of the metadata schemas: `FILE` inside the artifact folder, `KIND` for error messages."""

@@ -11,7 +11,6 @@ METRICS = "metrics.json"  # per-epoch figures
 CURVES_PNG = "training_curves.png"
 DISTILL_CONFIG = "distill_config.json"  # the exact DistillConfig used (a student checkpoint)
 DISTILL_META = "distill.json"  # teacher against student: sizes, dev and test figures
-CHECKPOINT_STAGING_PREFIX = ".staging-"  # a save in progress, inside the checkpoint folder
 
 
 def eval_results(split: str) -> str:
@@ -52,6 +51,14 @@ OUTPUT_NAME = "logits"
 BENCH_RESULTS = "results.json"
 BENCH_REPORT = "report.md"
 BENCH_PLOTS = ("throughput.png", "latency.png")
+
+
+def work_prefix(name: str, kind: str) -> str:
+    """Hidden name of a file or folder still being written for `name` by this process: `.NAME.KIND-PID-`.
+    The PID lets a later run tell the leftovers of a killed run (removed) from a live one's (kept)."""
+    import os
+
+    return f".{name}.{kind}-{os.getpid()}-"
 
 
 def paddle_model_files(folder) -> tuple[str, str]:

@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from senti.serving import layout
+from senti.serving.artifacts import remove_stale_work
 from senti.serving.errors import DataError
 from senti.serving.predictor import text_problem
 from senti.serving.rows import TEXT_COLUMNS, Row, read_rows
@@ -21,7 +23,8 @@ ENGINES = ("local", "ray")  # files scored in this process (streamed), or by Ray
 
 
 class PredictionWriter:
-    """Writes `DST` as `.DST.partial` and renames it into place on `close()`."""
+    """Writes `DST` as a hidden `.DST.partial-PID-` file and renames it into place on `close()`; the
+    leftovers of a killed run are removed first (`stale` lists them)."""
 
     def __init__(self, path: Path, labels: list[str]):
         path = Path(path)
@@ -29,7 +32,8 @@ class PredictionWriter:
         if self.suffix not in OUTPUT_SUFFIXES:
             raise DataError(f"{path}: unsupported output type '{self.suffix}'; use one of {', '.join(OUTPUT_SUFFIXES)}")
         self.path, self.labels = path, labels
-        self.partial = path.with_name(f".{path.name}.partial")
+        self.stale = remove_stale_work(path.parent, path.name, "partial")
+        self.partial = path.with_name(layout.work_prefix(path.name, "partial") + "out")
         self.fh = self.partial.open("w", encoding="utf-8", newline="")
         self.columns = ["line", "text", "label", "score", *[f"prob_{lab}" for lab in labels], "truncated", "error"]
         if self.suffix != ".jsonl":
@@ -64,11 +68,27 @@ class PredictionWriter:
         self.partial.unlink(missing_ok=True)
 
 
+def check_output(src: Path, dst: Path) -> None:
+    """Refuse, before any scoring, an output that cannot be written or would overwrite the input."""
+    src, dst = Path(src), Path(dst)
+    if dst.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise DataError(f"--output {dst}: unsupported output type '{dst.suffix}'; use one of "
+                        f"{', '.join(OUTPUT_SUFFIXES)}")
+    if dst.is_dir():
+        raise DataError(f"--output {dst}: is a folder; name a file in it")
+    if not dst.parent.is_dir():
+        raise DataError(f"--output {dst}: the folder {dst.parent} does not exist")
+    if dst.resolve() == src.resolve():
+        raise DataError(f"--output {dst} is the input file; write the predictions elsewhere")
+
+
 def predict_file(predictor, src: Path, dst: Path, batch_size: int = 32, chunk_rows: int = 1024,
                  text_column: str | None = None, progress: Callable[[int], None] | None = None) -> dict:
     """Score `src` into `dst` in chunks of `chunk_rows`; returns counts and the line numbers of error rows."""
+    check_output(src, dst)
     writer = PredictionWriter(dst, predictor.labels)
-    counts = {"rows": 0, "predicted": 0, "errors": 0, "truncated": 0, "error_lines": []}
+    counts = {"rows": 0, "predicted": 0, "errors": 0, "truncated": 0, "error_lines": [],
+              "stale_removed": [str(p) for p in writer.stale]}
     try:
         chunk: list[Row] = []
         for row in read_rows(Path(src), text_column, progress=progress):

@@ -190,7 +190,7 @@ def test_sigterm_keeps_the_last_good_checkpoint(tmp_path):
     assert "training interrupted by SIGTERM" in output and "best checkpoint" in output
     metrics = json.loads((out / layout.METRICS).read_text(encoding="utf-8"))
     assert metrics["interrupted"]["signal"] == "SIGTERM"
-    assert not list(out.glob(".staging-*"))
+    assert not list(out.glob(".checkpoint.staging-*"))
 
     from senti.export.checkpoint import load_checkpoint
 

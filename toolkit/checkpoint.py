@@ -12,6 +12,7 @@ from pathlib import Path
 
 from senti.export.checkpoint import CheckpointMeta
 from senti.serving import layout
+from senti.serving.artifacts import remove_stale_work
 from senti.serving.errors import SentiError
 
 
@@ -39,7 +40,8 @@ def save_checkpoint(model, tokenizer, out_dir: Path, meta: CheckpointMeta, confi
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=layout.CHECKPOINT_STAGING_PREFIX))
+    remove_stale_work(out_dir, "checkpoint", "staging")
+    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=layout.work_prefix("checkpoint", "staging")))
     try:
         # paddle's DataParallel wraps the model; save the inner one so PaddleNLP can load it.
         inner = getattr(model, "_layers", model)
