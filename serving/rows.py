@@ -161,6 +161,11 @@ def _table_rows(path, lines, delimiter, text_column, label_column, with_labels, 
             yield Row(n, None, "empty line")
             continue
         if delimiter == "\t" and len(fields) > width:
+            if text_index != width - 1:  # a tab in a text that is not the last column: where does it end?
+                yield Row(n, None, f"{len(fields)} fields but the header has {width}: a tab inside "
+                                   f"'{columns[text_index]}' cannot be told from a column break unless the text "
+                                   "is the last column")
+                continue
             fields = fields[: width - 1] + ["\t".join(fields[width - 1 :])]
         if len(fields) < width:
             yield Row(n, None, f"expected {width} columns ({', '.join(columns)}), found {len(fields)}")

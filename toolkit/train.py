@@ -106,6 +106,8 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
         say(f"data: {len(train_ids)} train / {len(dev_ids)} dev rows, labels {splits.labels}; "
             f"truncated to {config.max_seq_len} tokens: {train_cut} train, {dev_cut} dev; "
             f"empty texts skipped: {sum(splits.skipped_empty.values())}")
+        for label, n in splits.rare_labels.items():
+            say(f"warning: label '{label}' has only {n} training row(s); check the label column for typos")
     precision = resolve_precision(config, device, say if main_process else (lambda _: None))
 
     net = paddle.DataParallel(model) if world > 1 else model
