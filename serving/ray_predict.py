@@ -65,6 +65,24 @@ class ScoreBatch:
         return out
 
 
+def start_local_ray(ray, cpus: int) -> None:
+    """A Ray on this machine that listens on loopback only.
+
+    Ray turns a node address of 127.0.0.1 into the machine's own (`services.resolve_ip_for_localhost`), and
+    then GCS, raylet and workers listen on every interface: an unauthenticated-by-default cluster reachable
+    from the network, for a job that needs no network at all. Keeping the loopback address as given makes
+    every Ray server bind 127.0.0.1 (listening sockets checked in tests/test_ray_local.py).
+    """
+    import ray._private.services as services
+
+    resolve = services.resolve_ip_for_localhost
+    services.resolve_ip_for_localhost = lambda host: host if host in ("127.0.0.1", "localhost") else resolve(host)
+    try:
+        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    finally:
+        services.resolve_ip_for_localhost = resolve
+
+
 def _parse_jsonl(batch: dict, text_column: str, id_column: str | None) -> dict:
     """Lines read by ray.data.read_text -> columns; a bad line becomes an error row, never a failed read."""
     texts, ids, errors = [], [], []
@@ -131,7 +149,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(num_cpus=available_cores(), include_dashboard=False, log_to_driver=False)
+            start_local_ray(ray, available_cores())
     startup_s = time.perf_counter() - started
     cpus = int(ray.cluster_resources().get("CPU", 1))
     if actors is None and threads_per_actor is None:
