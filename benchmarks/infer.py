@@ -17,7 +17,7 @@ from senti.serving.backends import OnnxBackend, PaddleBackend
 from senti.serving.batching import logits_in_order
 from senti.serving import layout
 
-CPU_BACKENDS = ("dynamic", "paddle-onednn", "paddle-plain", "onnx", "onnx-opt", "onnx-int8")
+CPU_BACKENDS = ("dynamic", "paddle-onednn", "paddle-plain", "onnx", "onnx-opt", "onnx-int8", "onnx-int8-static")
 GPU_BACKENDS = ("dynamic", "paddle-gpu", "onnx", "onnx-opt", "onnx-fp16")
 
 

@@ -23,8 +23,11 @@ def compare(reference: dict, candidate: dict, gold: np.ndarray) -> dict:
     ref_labels = reference[f"batch_{BATCH_SIZE}"].argmax(1)
     labels = candidate[f"batch_{BATCH_SIZE}"].argmax(1)
     single_agree = (reference["batch_1"].argmax(1) == candidate["batch_1"].argmax(1)).mean()
+    single = len(candidate["batch_1"])
     return {
         "max_abs_logit_diff": max(diffs.values()),
+        # the same texts alone and in length-sorted batches of 32: how much batch-mates move an answer
+        "max_batch_dependence": float(np.abs(candidate["batch_1"] - candidate[f"batch_{BATCH_SIZE}"][:single]).max()),
         "max_abs_logit_diff_by_shape": diffs,
         "label_agreement": float(min((labels == ref_labels).mean(), single_agree)),
         "accuracy": float((labels == gold).mean()),

@@ -12,12 +12,14 @@ import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
+from types import SimpleNamespace
 from pathlib import Path
 
 import numpy as np
 
 from senti.export.checkpoint import load_checkpoint
-from senti.export.onnx_convert import ExportError, optimize, paddle_to_onnx, quantize_int8, to_fp16
+from senti.export.onnx_convert import (ExportError, optimize, paddle_to_onnx, quantize_int8, quantize_int8_static,
+                                       to_fp16)
 from senti.export.parity import compare, judge, logits_by_shape
 from senti.export.specs import ERNIE_SEQUENCE_CLASSIFICATION, ExportSpec
 from senti.export.static import save_static
@@ -25,6 +27,7 @@ from senti.export.triton import write_repository
 from senti.serving import layout
 from senti.serving.artifacts import ExportMeta, remove_stale_work
 from senti.serving.backends import FORMATS, open_backend
+from senti.serving.batching import pad_batch
 from senti.serving.errors import SentiError
 from senti.serving.runtime import package_versions
 
@@ -77,15 +80,24 @@ def _versions() -> dict:
 
 # The ONNX formats made from another one: format -> (source format, how). Every format is described
 # (file, precision, tolerance, rank) in senti.serving.backends.FORMATS; this table says how to make it.
-def _optimize(src: Path, out: Path, model) -> dict:
-    return {"fusions": optimize(src, out, model.config.num_attention_heads, model.config.hidden_size)}
+def _optimize(src: Path, out: Path, job) -> dict:
+    return {"fusions": optimize(src, out, job.model.config.num_attention_heads, job.model.config.hidden_size)}
 
 
+def _calibrated_int8(src: Path, out: Path, job) -> dict:
+    batches = [pad_batch(job.calibration, list(range(i, min(i + 32, len(job.calibration)))))
+               for i in range(0, len(job.calibration), 32)]
+    return {**quantize_int8_static(src, out, batches), "calibration": job.calibration_source}
+
+
+# A maker is (source path, output path, job with .model and .calibration) -> extra facts for export.json.
 DERIVED = {
     "onnx-opt": ("onnx", _optimize),
-    "onnx-int8": ("onnx-opt", lambda src, out, model: quantize_int8(src, out)),
-    "onnx-fp16": ("onnx-opt", lambda src, out, model: to_fp16(src, out)),
+    "onnx-int8-static": ("onnx-opt", _calibrated_int8),
+    "onnx-int8": ("onnx-opt", lambda src, out, job: quantize_int8(src, out)),
+    "onnx-fp16": ("onnx-opt", lambda src, out, job: to_fp16(src, out)),
 }
+CALIBRATION_TEXTS = 512  # training texts for the static INT8 scales: more changed nothing measurable here
 
 
 def wanted_formats(config: ExportConfig) -> list[str]:
@@ -93,18 +105,20 @@ def wanted_formats(config: ExportConfig) -> list[str]:
     wanted = set(config.formats)
     if "onnx" in wanted:
         wanted.add("onnx-opt")
-        if config.quantize == "int8":
-            wanted.add("onnx-int8")
+        if config.quantize == "int8":  # both: the calibrated one `auto` serves, the dynamic one for comparison
+            wanted.update(("onnx-int8-static", "onnx-int8"))
         if config.fp16:
             wanted.add("onnx-fp16")
     return [name for name in FORMATS if name in wanted]
 
 
 def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=print,
-                 spec: ExportSpec = ERNIE_SEQUENCE_CLASSIFICATION, data: dict | None = None) -> dict:
+                 spec: ExportSpec = ERNIE_SEQUENCE_CLASSIFICATION, data: dict | None = None,
+                 calibration_texts: list[str] | None = None) -> dict:
     """Export per `config`, proving parity on `texts` (with `gold` labels); returns export.json's content.
 
-    `data` is the split recipe the parity texts were cut with, recorded in export.json.
+    `data` is the split recipe the parity texts were cut with, recorded in export.json;
+    `calibration_texts` (training texts) set the static INT8 scales (default: the parity texts).
     """
     import paddle
 
@@ -135,6 +149,10 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
 
     for stale in remove_stale_work(out.parent, out.name, "staging"):
         say(f"removed {stale}: the staging folder of an export that was killed")
+    calibration = (calibration_texts or texts)[:CALIBRATION_TEXTS]
+    job = SimpleNamespace(model=model, calibration=tokenizer(calibration, max_length=max_len, truncation=True)[
+        "input_ids"], calibration_source={"texts": len(calibration),
+                                          "from": "training split" if calibration_texts else "parity texts"})
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=layout.work_prefix(out.name, "staging")))
     try:
         formats, io = {}, None
@@ -164,7 +182,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
                 files = [path.name]
             else:
                 source, make = DERIVED[fmt]
-                extra = make(staging / FORMATS[source].path, path, model) or {}
+                extra = make(staging / FORMATS[source].path, path, job) or {}
                 files = [path.name]
             formats[fmt] = {"files": files, **extra, "parity": check(fmt)}
         failed = {f: v["parity"]["reason"] for f, v in formats.items()

@@ -36,7 +36,8 @@ PADDLE_GRAPHS = ("inference.json", "inference.pdmodel")  # PIR first: Paddle 3 r
 ONNX_FILES = {
     "onnx": "model.onnx",  # paddle2onnx output, fp32
     "onnx-opt": "model.opt.onnx",  # ONNX Runtime transformer optimizer fusions, fp32
-    "onnx-int8": "model.int8.onnx",  # dynamic INT8 quantization, for CPU
+    "onnx-int8": "model.int8.onnx",  # dynamic INT8 quantization, for CPU (scales per call: batch-dependent)
+    "onnx-int8-static": "model.int8-static.onnx",  # static INT8, scales calibrated on training texts
     "onnx-fp16": "model.fp16.onnx",  # float16 weights and compute, for GPU providers
 }
 TRITON_DIR = "triton"

@@ -52,10 +52,10 @@ def test_every_suite_is_recorded_with_positive_finite_numbers(bench_run):
     assert all(r["samples_per_s"] > 0 and r["epoch_extrapolated"] and 0 < r["fraction_of_ceiling"] < 1 for r in train)
     infer = [r for r in data["records"] if r["suite"] == "infer"]
     assert {r["backend"] for r in infer} == {"dynamic", "paddle-onednn", "paddle-plain", "onnx", "onnx-opt",
-                                             "onnx-int8"}
+                                             "onnx-int8", "onnx-int8-static"}
     assert all(0 < r["fraction_of_ceiling"] < 1 and r["tokenizer_ms_per_text"] > 0 for r in infer)
     assert {(r["backend"], r["ceiling_precision"]) for r in infer if r["backend"].startswith("onnx")} == \
-        {("onnx", "fp32"), ("onnx-opt", "fp32"), ("onnx-int8", "int8")}
+        {("onnx", "fp32"), ("onnx-opt", "fp32"), ("onnx-int8", "int8"), ("onnx-int8-static", "int8")}
     assert not [r for r in data["records"] if r.get("beats_ceiling")]
     serve = next(r for r in data["records"] if r["suite"] == "serve")
     assert serve["server"]["errors"] == 0 and serve["server_over_in_process"] > 0

@@ -24,13 +24,16 @@ from senti.serving.backends import open_backend
 def test_export_writes_every_format_with_parity_figures(_exported):
     out, record = _exported
     assert json.loads((out / layout.EXPORT_META).read_text(encoding="utf-8")) == record
-    assert set(record["formats"]) == {"paddle", "onnx", "onnx-opt", "onnx-int8", "onnx-fp16"}
+    assert set(record["formats"]) == {"paddle", "onnx", "onnx-opt", "onnx-int8", "onnx-int8-static", "onnx-fp16"}
     for fmt in ("paddle", "onnx", "onnx-opt"):
         parity = record["formats"][fmt]["parity"]
         assert parity["max_abs_logit_diff"] <= 1e-4 and parity["label_agreement"] == 1.0 and parity["fit"], parity
         assert set(parity["max_abs_logit_diff_by_shape"]) == {"batch_1", "batch_32"}
     int8 = record["formats"]["onnx-int8"]["parity"]
     assert int8["accuracy"] > 0.9 and "accuracy_drop" in int8
+    static = record["formats"]["onnx-int8-static"]
+    assert static["parity"]["fit"] and static["parity"]["max_batch_dependence"] <= 1e-6, static
+    assert static["calibration"]["texts"] > 0 and static["quantized_matmuls"] > 0
     assert record["parity_texts"] == len(PARITY) and record["reference_accuracy"] > 0.9
     assert record["io"]["inputs"] == {"input_ids": ["batch", "sequence"], "token_type_ids": ["batch", "sequence"]}
     assert record["io"]["outputs"] == {"logits": ["batch", 2]}

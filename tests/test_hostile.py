@@ -194,3 +194,24 @@ def test_predict_file_turns_a_lone_surrogate_into_an_error_row(_exported, tmp_pa
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in dst.read_text(encoding="utf-8").splitlines()]
     assert [r["label"] for r in rows] == ["positive", None, "negative"] and rows[1]["error"]
+
+
+def test_a_texts_answer_does_not_depend_on_its_batch_mates(_exported):
+    """Under backend="auto" on CPU (INT8), a text scores the same alone, in length-sorted batches and among
+    random batch-mates, to 1e-6: one client's traffic never moves another client's scores."""
+    import numpy as np
+
+    out, _ = _exported
+    predictor = Predictor.load(out)
+    assert predictor.backend_name == "onnx-int8-static"
+    texts = [t for _, t in PARITY[:48]]
+    alone = np.array([[p.probabilities[lab] for lab in predictor.labels]
+                      for text in texts for p in predictor.predict([text])])
+    together = np.array([[p.probabilities[lab] for lab in predictor.labels] for p in predictor.predict(texts)])
+    order = np.random.default_rng(0).permutation(len(texts))
+    mixed = np.zeros_like(alone)
+    for start in range(0, len(texts), 12):
+        index = order[start : start + 12]
+        mixed[index] = [[p.probabilities[lab] for lab in predictor.labels]
+                        for p in predictor.predict([texts[i] for i in index])]
+    assert np.abs(alone - together).max() <= 1e-6 and np.abs(alone - mixed).max() <= 1e-6

@@ -57,7 +57,7 @@ def test_fast_tokenizer_matches_ernie_tokenizer_on_chnsenticorp_dev(chnsenticorp
     assert len(texts) == 1200
 
 
-TESTED_BACKENDS = ["onnx", "onnx-opt", "onnx-int8", "onnx-fp16", "paddle"]
+TESTED_BACKENDS = ["onnx", "onnx-opt", "onnx-int8", "onnx-int8-static", "onnx-fp16", "paddle"]
 
 
 def test_every_backend_and_preset_has_a_test():
@@ -97,7 +97,7 @@ def test_predictor_matches_the_dynamic_graph(_exported, _trained_checkpoint, bac
         expected = [model(paddle.to_tensor([tokenizer(t)["input_ids"]])).numpy()[0] for t in texts]
     probs = np.array([[p.probabilities[lab] for lab in record["labels"]] for p in predictions])
     want = np.exp(expected) / np.exp(expected).sum(1, keepdims=True)
-    assert np.abs(probs - want).max() < (0.05 if backend in ("onnx-int8", "onnx-fp16") else 1e-4)
+    assert np.abs(probs - want).max() < (0.05 if backend in ("onnx-int8", "onnx-int8-static", "onnx-fp16") else 1e-4)
     assert [p.label for p in predictions][:5] == [record["labels"][int(np.argmax(e))] for e in expected][:5]
     assert all(p.score == max(p.probabilities.values()) for p in predictions)
 

@@ -1,7 +1,9 @@
-"""`senti export` from the toolkit's side: parity texts cut from the data the checkpoint was trained on."""
+"""`senti export` from the toolkit's side: parity texts cut from the data the checkpoint was trained on,
+and training texts for the static INT8 calibration."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from senti.export.checkpoint import read_meta
@@ -9,10 +11,10 @@ from senti.toolkit.data import checkpoint_splits
 from senti.toolkit.errors import SentiError
 
 
-def parity_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list[str], list[str], dict]:
-    """Dev texts, their labels and the split recipe for the parity check: the checkpoint's own dev split
-    unless `dataset` names another one."""
-    from dataclasses import asdict
+def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list[str], list[str], dict, list[str]]:
+    """Parity texts and their labels (the dev split, at most `limit`), the split recipe, and calibration texts
+    (the training split): of the checkpoint's own data unless `dataset` names another one."""
+    from senti.export.pipeline import CALIBRATION_TEXTS
 
     meta = read_meta(model_dir)  # a folder that is not a checkpoint fails here, before any data is read
     try:
@@ -20,7 +22,8 @@ def parity_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list
     except SentiError as err:
         raise SentiError(f"parity texts: {err} (pass --dataset to choose others)") from None
     rows = splits.dev[:limit]
-    return [e.text for e in rows], [e.label for e in rows], asdict(recipe)
+    return ([e.text for e in rows], [e.label for e in rows], asdict(recipe),
+            [e.text for e in splits.train[:CALIBRATION_TEXTS]])
 
 
 def export_checkpoint(config, dataset: str | None = None, parity_samples: int = 1000, say=print) -> dict:
@@ -28,5 +31,5 @@ def export_checkpoint(config, dataset: str | None = None, parity_samples: int = 
     the export's metadata as written."""
     from senti.export.pipeline import export_model
 
-    texts, gold, recipe = parity_texts(Path(config.model), dataset, parity_samples)
-    return export_model(config, texts, gold, say=say, data=recipe)
+    texts, gold, recipe, calibration = export_texts(Path(config.model), dataset, parity_samples)
+    return export_model(config, texts, gold, say=say, data=recipe, calibration_texts=calibration)
