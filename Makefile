@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN := runs/quickstart
 
-.PHONY: venv quickstart test clean peer-venv
+.PHONY: venv quickstart test clean peer-venv fastdeploy-check
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,15 @@ test: venv
 peer-venv:
 	test -x .venv-peer/bin/python || $(PYTHON) -m venv .venv-peer
 	.venv-peer/bin/python -m pip install --quiet -c constraints-peer.txt numpy torch transformers
+
+# Optional: senti's export through FastDeploy (not a dependency of senti): fastdeploy-python 1.0.7 is a CPU
+# wheel for Python 3.10 only and needs numpy<2 and opencv-python<4.12. Uses the quickstart's export.
+PYTHON310 ?= $(firstword $(wildcard /root/.pyenv/versions/3.10*/bin/python3.10) $(shell command -v python3.10))
+fastdeploy-check: venv
+	test -f $(RUN)/export/export.json || $(MAKE) quickstart
+	test -x .venv-fastdeploy/bin/python || $(PYTHON310) -m venv .venv-fastdeploy
+	.venv-fastdeploy/bin/python -m pip install --quiet "fastdeploy-python==1.0.7" "numpy<2" "opencv-python<4.12"
+	$(BIN)/python -m senti.benchmarks.fastdeploy_check --model $(RUN)/export --output runs/fastdeploy_check.json
 
 clean:
 	rm -rf runs .pytest_cache

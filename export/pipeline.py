@@ -60,6 +60,10 @@ class ExportConfig:
             raise ExportError("--quantize and --fp16 produce ONNX models: add onnx to --formats")
         if not 11 <= self.opset <= 21:
             raise ExportError(f"opset must be between 11 and 21; got {self.opset}")
+        if self.max_seq_len is not None and not 8 <= self.max_seq_len <= 2048:
+            raise ExportError(f"max_seq_len must be between 8 and 2048; got {self.max_seq_len}")
+        if self.threads is not None and self.threads < 1:
+            raise ExportError(f"threads must be at least 1; got {self.threads}")
 
 
 def _check_output(out: Path, overwrite: bool) -> None:

@@ -141,6 +141,10 @@ def test_every_numeric_option_is_range_checked(_exported):
         Predictor.load(out, backend="onnx").predict(["好"], batch_size=0)
     with pytest.raises(SentiError, match="max_batch_size must be at least 1"):
         ServerConfig(max_batch_size=-1)
+    from senti.export.pipeline import ExportConfig
+
+    with pytest.raises(SentiError, match="max_seq_len must be between 8 and 2048"):
+        ExportConfig(model="m", output_dir="o", max_seq_len=4)
 
 
 def test_http_edges(_exported):
