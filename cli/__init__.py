@@ -3,6 +3,8 @@ heavy imports (paddle, paddlenlp, onnxruntime) happen inside each command, so `s
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from senti.cli import bench, evaluate, export, info, predict, serve, train
@@ -16,6 +18,14 @@ app = typer.Typer(
 for group in (train, evaluate, export, predict, serve, info):
     app.add_typer(group.app)
 app.add_typer(bench.app, name="bench")
+
+
+@app.callback()
+def options(verbose: bool = typer.Option(False, "--verbose", help="Also show the libraries' own logs (Paddle's "
+                                                                 "glog, PaddleNLP, Ray); or SENTI_VERBOSE=1.")):
+    """senti: Chinese sentiment analysis on PaddlePaddle, from fine-tuning to production."""
+    if verbose:
+        os.environ["SENTI_VERBOSE"] = "1"
 
 
 def main():

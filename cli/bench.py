@@ -52,10 +52,7 @@ def bench(
         config = BenchConfig(target=target.value, output_dir=str(output_dir), suite=suite.value, model=model,
                              dataset=dataset, batch_sizes=sizes, amp=amp.value, quick=quick, threads=threads,
                              seq_len=seq_len)
-        from senti.serving.runtime import configure_runtime
-
-        configure_runtime(threads)
-        quiet()
+        quiet(threads)
         run_bench(config, say=say)
     console.print((output_dir / layout.BENCH_REPORT).read_text(encoding="utf-8"))
 

@@ -79,16 +79,31 @@ def step_progress():
                     console=console, transient=True)
 
 
-def byte_progress(label: str):
-    """A transient progress bar over bytes of an input file."""
+def byte_progress(label: str, on=None):
+    """A transient progress bar over bytes of an input file (on `on`, default the standard-output console)."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    return Progress(TextColumn(label), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=console,
+    return Progress(TextColumn(label), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=on or console,
                     transient=True)
 
 
-def quiet() -> None:
-    """Hide the libraries' start-up chatter (imports paddlenlp: call inside a command)."""
+def quiet_warnings() -> None:
+    """Libraries' Python warnings (deprecations inside Ray, PaddleNLP, ...) are for their developers, not for
+    someone running a command: hidden unless --verbose. What matters to the user senti says itself."""
+    import warnings
+
+    from senti.serving.runtime import verbose
+
+    if not verbose():
+        warnings.simplefilter("ignore")
+
+
+def quiet(threads: int | None = None) -> None:
+    """Set the runtime (threads, MKL, glog) before paddle loads, then hide the libraries' start-up chatter
+    (imports paddlenlp: call inside a command)."""
+    from senti.serving.runtime import configure_runtime
     from senti.toolkit.logs import quiet_libraries
 
+    configure_runtime(threads)
+    quiet_warnings()
     quiet_libraries()

@@ -1,4 +1,5 @@
-"""`senti eval`: accuracy, macro-F1 and the confusion matrix of a checkpoint."""
+"""`senti eval`: accuracy, macro-F1, per-class precision and recall, and the confusion matrix of a checkpoint
+or of an export folder (scored by the runtime that serves it)."""
 
 from __future__ import annotations
 
@@ -9,41 +10,49 @@ import typer
 from rich.table import Table
 
 from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, user_errors
-from senti.toolkit.data import SPLITS
+from senti.cli.predict import Backend
+from senti.toolkit.data import EVAL_SPLITS
 
 app = typer.Typer()
-Split = choices("Split", SPLITS)
+Split = choices("Split", EVAL_SPLITS)
 
 
 @app.command("eval")
 def evaluate(
-    model: Annotated[Path, typer.Option(help="Checkpoint folder written by senti train.", exists=True,
-                                        file_okay=False)],
+    model: Annotated[Path, typer.Option(help="Checkpoint folder (senti train) or export folder (senti export).",
+                                        exists=True, file_okay=False)],
     dataset: Annotated[Optional[str], typer.Option(
-        help="Dataset, as for senti train (default: the one the checkpoint was trained on, cut the same way).")]
-        = None,
-    split: Annotated[Split, typer.Option(help="Which split to score.")] = Split.test,
+        help="Dataset, as for senti train (default: the one the model was trained on, cut the same way).")] = None,
+    split: Annotated[Split, typer.Option(help="Which split to score; all: every row of the file or folder "
+                                              "(a labelled test file of your own, say).")] = Split.test,
     output: Annotated[Optional[Path], typer.Option(help="JSON file for the results "
                                                         "(default: MODEL/eval_SPLIT.json).")] = None,
     batch_size: Annotated[int, typer.Option(help="Texts per batch.", min=1)] = 64,
+    backend: Annotated[Backend, typer.Option(help="Export folders: the runtime and format to score with.")] =
+        Backend.auto,
     trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
 ):
-    """Accuracy, macro-F1 and the confusion matrix of a checkpoint on one split."""
-    from senti.serving.runtime import configure_runtime
-
-    configure_runtime()
+    """Accuracy, macro-F1, per-class precision and recall, and the confusion matrix on one split, or all rows."""
+    quiet()
     from senti.serving import layout
     from senti.serving.artifacts import write_json_atomic
-    from senti.toolkit.evaluate import evaluate_checkpoint
+    from senti.toolkit.evaluate import evaluate_model
 
-    quiet()
     with user_errors():
-        result = evaluate_checkpoint(model, dataset, split.value, batch_size, trust_pickle)
+        result = evaluate_model(model, dataset, split.value, batch_size, trust_pickle, backend.value)
     output = output or model / layout.eval_results(split.value)
     write_json_atomic(output, result)
-    console.print(f"{split.value} of {result['dataset']} (seed {result['data']['seed']}): accuracy "
+    cut = f", seed {result['data']['seed']}" if "seed" in result["data"] else ""
+    console.print(f"{split.value} of {result['dataset']}{cut}, scored by {result['backend']}: accuracy "
                   f"[bold]{result['accuracy']:.4f}[/], macro-F1 [bold]{result['macro_f1']:.4f}[/] "
                   f"on {result['n']} texts")
+    per_class = Table(title="per class")
+    for col in ("label", "precision", "recall", "F1", "texts"):
+        per_class.add_column(col, justify="right")
+    for lab in result["labels"]:
+        per_class.add_row(lab, f"{result['per_class_precision'][lab]:.4f}", f"{result['per_class_recall'][lab]:.4f}",
+                          f"{result['per_class_f1'][lab]:.4f}", str(result["support"][lab]))
+    console.print(per_class)
     table = Table(title="confusion matrix (rows: true, columns: predicted)")
     table.add_column("")
     for lab in result["labels"]:

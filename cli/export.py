@@ -35,13 +35,10 @@ def export_cmd(
     trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
 ):
     """Static graph, Paddle Inference and ONNX (optimized, INT8, fp16), each proven against the dynamic graph."""
-    from senti.serving.runtime import configure_runtime
-
-    configure_runtime(threads)
+    quiet(threads)
     from senti.export.pipeline import ExportConfig
     from senti.toolkit.exporting import export_checkpoint
 
-    quiet()
     with user_errors(), sigterm_unwinds():
         config = ExportConfig(model=str(model), output_dir=str(output_dir), quantize=quantize and quantize.value,
                               formats=tuple(f.strip() for f in formats.split(",") if f.strip()), fp16=fp16,
@@ -50,11 +47,12 @@ def export_cmd(
         record = export_checkpoint(config, dataset, parity_samples, say=say)
     table = Table(title=f"export parity on {record['parity_texts']} dev texts (reference accuracy "
                         f"{record['reference_accuracy']:.4f})")
-    for col in ("format", "max |logit diff|", "label agreement", "accuracy", "fit"):
+    for col in ("format", "max |logit diff|", "alone vs batch", "label agreement", "accuracy", "fit"):
         table.add_column(col, justify="right")
     for fmt, entry in record["formats"].items():
         p = entry["parity"]
         table.add_row(fmt, f"{p.get('max_abs_logit_diff', float('nan')):.2e}",
+                      f"{p.get('max_batch_dependence', float('nan')):.1e}",
                       f"{p.get('label_agreement', float('nan')):.4f}", f"{p.get('accuracy', float('nan')):.4f}",
                       {True: "yes", False: "NO", None: "unverified"}[p["fit"]])
     console.print(table)

@@ -18,7 +18,9 @@ def info():
     runtime = configure_runtime()
     import platform
 
-    import paddle
+    from senti.serving.runtime import import_paddle
+
+    paddle = import_paddle()
 
     from senti.serving.runtime import package_versions
 

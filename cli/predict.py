@@ -8,16 +8,26 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 from rich.table import Table
-
-from senti.cli.common import byte_progress, choices, console, err_console, fail, sigterm_unwinds, user_errors
+from senti.cli.common import (
+    byte_progress,
+    choices,
+    console,
+    err_console,
+    fail,
+    quiet_warnings,
+    sigterm_unwinds,
+    user_errors,
+)
 from senti.serving.backends import BACKENDS
 from senti.serving.predictor import LONG_TEXT_MODES
-from senti.serving.streaming import ENGINES
+from senti.serving.rows import INPUT_SUFFIXES
+from senti.serving.streaming import ENGINES, STDIO
 
 app = typer.Typer()
 Backend = choices("Backend", ("auto", *BACKENDS))
 LongText = choices("LongText", LONG_TEXT_MODES)
 Engine = choices("Engine", ENGINES)
+InputFormat = choices("InputFormat", tuple(suffix.lstrip(".") for suffix in INPUT_SUFFIXES))
 
 
 @app.command()
@@ -25,9 +35,12 @@ def predict(
     model: Annotated[Path, typer.Option(help="Export folder written by senti export.")],
     texts: Annotated[Optional[list[str]], typer.Argument(help="Texts to score (or use --input).")] = None,
     input: Annotated[Optional[str], typer.Option(
-        help="File to score: .txt (a text a line), .tsv, .csv, .jsonl; with --engine ray also .parquet, "
-             "a folder or a glob.")] = None,
-    output: Annotated[Optional[Path], typer.Option(help="Where to write predictions: .jsonl, .tsv or .csv.")] = None,
+        help="File to score: .txt (a text a line), .tsv, .csv, .jsonl, or - for standard input; with --engine ray "
+             "also .parquet, a folder or a glob.")] = None,
+    output: Annotated[Optional[str], typer.Option(
+        help="Where to write predictions: .jsonl, .tsv or .csv, or - for JSONL on standard output.")] = None,
+    input_format: Annotated[Optional[InputFormat], typer.Option(
+        help="Read the input as this format whatever its name (standard input: txt unless told).")] = None,
     backend: Annotated[Backend, typer.Option(help="Runtime and format.")] = Backend.auto,
     device: Annotated[str, typer.Option(help="cpu or gpu.")] = "cpu",
     batch_size: Annotated[int, typer.Option(help="Texts per model call.", min=1)] = 32,
@@ -46,6 +59,7 @@ def predict(
                                                           "the row's position.")] = None,
 ):
     """Score texts with an exported model: a table for a few texts, a streamed file for many."""
+    quiet_warnings()
     if engine.value == "ray":
         return _predict_ray(model, input, output, address, actors, threads_per_actor, batch_size,
                             text_column or "text", id_column, backend.value)
@@ -53,8 +67,9 @@ def predict(
         raise fail("give texts as arguments or one --input file (not both, not neither)")
     if input and not output:
         raise fail("--input needs --output (a .jsonl, .tsv or .csv file)")
-    if input and not Path(input).is_file():
+    if input and input != STDIO and not Path(input).is_file():
         raise fail(f"--input {input}: no such file")
+    say_to = err_console if output == STDIO else console  # standard output carries only the predictions
     from senti.serving import Predictor
     from senti.serving.streaming import check_output
 
@@ -66,7 +81,8 @@ def predict(
         if texts:
             results = predictor.predict(texts, batch_size=batch_size)
         else:
-            counts = _predict_file(predictor, Path(input), output, batch_size, text_column)
+            counts = _predict_file(predictor, input, output, batch_size, text_column,
+                                   input_format and f".{input_format.value}", say_to)
     if texts:
         table = Table(title=f"senti predict ({predictor.backend_name})")
         table.add_column("text")
@@ -79,7 +95,7 @@ def predict(
         return
     for stale in counts["stale_removed"]:
         err_console.print(f"removed {escape(stale)}: the partial output of an earlier run that was killed")
-    console.print(f"{counts['rows']} rows in, {counts['rows']} rows out ({output}): {counts['predicted']} scored, "
+    say_to.print(f"{counts['rows']} rows in, {counts['rows']} rows out ({output}): {counts['predicted']} scored, "
                   f"{counts['errors']} error rows, {counts['truncated']} truncated")
     if counts["errors"]:
         lines = ", ".join(map(str, counts["error_lines"][:20]))
@@ -91,7 +107,14 @@ def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_
                  backend):
     if source is None or dest is None:
         raise fail("--engine ray needs --input (file, folder or glob) and --output (.parquet or .jsonl)")
-    from senti.serving.ray_predict import predict_with_ray
+    from senti.serving.ray_predict import predict_with_ray, quiet_ray_data
+
+    quiet_ray_data()
+    try:  # Ray resets the warning filters for its own categories when it loads: quiet them after that
+        import ray.data  # noqa: F401
+    except ImportError:
+        pass  # predict_with_ray says how to install it
+    quiet_warnings()
 
     with user_errors():
         result = predict_with_ray(model, str(source), str(dest), address=address, actors=actors,
@@ -102,10 +125,13 @@ def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_
                   f"Ray start-up {result['ray_startup_s']:.1f} s, total {result['total_s']:.1f} s")
 
 
-def _predict_file(predictor, src: Path, dst: Path, batch_size: int, text_column: str | None) -> dict:
+def _predict_file(predictor, src: str, dst: str, batch_size: int, text_column: str | None, input_format, on) -> dict:
     from senti.serving.streaming import predict_file
 
-    with byte_progress("scoring") as progress:
-        task = progress.add_task("scoring", total=src.stat().st_size)
+    if src == STDIO:  # no size to show progress against; answers stream out as lines come in
         return predict_file(predictor, src, dst, batch_size=batch_size, text_column=text_column,
-                            progress=lambda n: progress.advance(task, n))
+                            input_format=input_format)
+    with byte_progress("scoring", on) as progress:
+        task = progress.add_task("scoring", total=Path(src).stat().st_size)
+        return predict_file(predictor, Path(src), dst, batch_size=batch_size, text_column=text_column,
+                            progress=lambda n: progress.advance(task, n), input_format=input_format)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from senti.cli.common import console, fail, user_errors
+from senti.cli.common import console, fail, quiet_warnings, user_errors
 from senti.cli.predict import Backend, LongText
 
 app = typer.Typer()
@@ -40,6 +40,7 @@ def serve(
     """HTTP API: POST /v1/predict with dynamic batching; /healthz, /readyz, /metrics, /docs."""
     import os
 
+    quiet_warnings()
     from senti.serving import Predictor
     from senti.serving.server import ServerConfig, serve as run_server
 

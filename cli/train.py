@@ -94,7 +94,7 @@ def train(
         else:
             from senti.toolkit.train import run_training
 
-            quiet()
+            quiet(threads)
             with step_progress() as progress:
                 metrics = run_training(config, say=say, progress=progress)
     _print_epochs(metrics)
@@ -168,12 +168,9 @@ def distill(
         fields = config_fields(options)
         fields["loss_weights"] = parse_weights(loss_weights)
         config = DistillConfig(**fields)
-        from senti.serving.runtime import configure_runtime
-
-        configure_runtime(threads)
+        quiet(threads)
         from senti.toolkit.distill import run_distillation
 
-        quiet()
         with step_progress() as progress:
             report = run_distillation(config, say=say, progress=progress)
     table = Table(title="distillation (dev)")

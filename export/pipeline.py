@@ -28,6 +28,7 @@ from senti.serving import layout
 from senti.serving.artifacts import ExportMeta, remove_stale_work
 from senti.serving.backends import FORMATS, open_backend
 from senti.serving.batching import pad_batch
+from senti.serving.tokenizer import FastTokenizer
 from senti.serving.errors import SentiError
 from senti.serving.runtime import package_versions
 
@@ -200,7 +201,13 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         if "onnx" in config.formats:
             triton = write_repository(staging / layout.TRITON_DIR, config.triton_name,
                                       staging / layout.ONNX_FILES["onnx"], labels)
-        shutil.copyfile(Path(config.model) / layout.VOCAB, staging / layout.VOCAB)
+        # PaddleNLP's deployment convention: the tokenizer travels with the model (AutoTokenizer.from_pretrained(
+        # export) works), plus the same ids as one tokenizer.json for clients without Python.
+        tokenizer.save_pretrained(str(staging))
+        shutil.copyfile(Path(config.model) / layout.VOCAB, staging / layout.VOCAB)  # byte for byte the checkpoint's
+        FastTokenizer(staging / layout.VOCAB, do_lower_case=bool(getattr(tokenizer, "do_lower_case", True)),
+                      unk_token=tokenizer.unk_token, cls_token=tokenizer.cls_token, sep_token=tokenizer.sep_token,
+                      pad_token=tokenizer.pad_token).save_standalone(staging / layout.TOKENIZER_JSON, max_len)
         record = ExportMeta(
             source_checkpoint=str(Path(config.model).resolve()),
             data=data,

@@ -52,6 +52,9 @@ class OnnxBackend:
 
 def paddle_predictor(folder: Path, threads: int | None = None, device: str = "cpu", onednn: bool = True):
     """A Paddle Inference predictor over a model folder (also what bench's ceiling times)."""
+    from senti.serving.runtime import import_paddle
+
+    import_paddle()
     import paddle.inference as paddle_infer
 
     model_file, params_file = layout.paddle_model_files(folder)

@@ -40,6 +40,8 @@ ONNX_FILES = {
     "onnx-int8-static": "model.int8-static.onnx",  # static INT8, scales calibrated on training texts
     "onnx-fp16": "model.fp16.onnx",  # float16 weights and compute, for GPU providers
 }
+TOKENIZER_JSON = "tokenizer.json"  # Hugging Face `tokenizers`: the ids senti's runtime makes, no Python needed
+PADDLENLP_TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json")  # AutoTokenizer.from_pretrained
 TRITON_DIR = "triton"
 TRITON_CONFIG = "config.pbtxt"
 TRITON_LABELS = "labels.txt"

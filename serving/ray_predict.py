@@ -65,6 +65,24 @@ class ScoreBatch:
         return out
 
 
+def quiet_ray_data() -> None:
+    """Before Ray Data loads: its INFO progress lines flood a non-interactive log. Ray Data re-applies its
+    logging config on every execution, resetting levels set in code; this variable wins over that config."""
+    from senti.serving.runtime import verbose
+
+    if not verbose():
+        os.environ.setdefault("RAY_DATA_LOG_LEVEL", "WARNING")
+
+
+def _ray_log_level() -> int:
+    """Ray's own INFO and WARNING lines (start-up, token authentication) only with SENTI_VERBOSE=1."""
+    import logging
+
+    from senti.serving.runtime import verbose
+
+    return logging.INFO if verbose() else logging.ERROR
+
+
 def start_local_ray(ray, cpus: int) -> None:
     """A Ray on this machine that listens on loopback only.
 
@@ -78,7 +96,8 @@ def start_local_ray(ray, cpus: int) -> None:
     resolve = services.resolve_ip_for_localhost
     services.resolve_ip_for_localhost = lambda host: host if host in ("127.0.0.1", "localhost") else resolve(host)
     try:
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
+                 logging_level=_ray_log_level())
     finally:
         services.resolve_ip_for_localhost = resolve
 
@@ -122,9 +141,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
                      threads_per_actor: int | None = None, batch_size: int = 32, text_column: str = "text",
                      id_column: str | None = None, backend: str = "auto") -> dict:
     """Score `source` into `dest` (.parquet or .jsonl folder) on Ray; returns counts and timings."""
-    # Ray Data re-applies its logging config on every execution, resetting levels set in code; this
-    # variable wins over that config. Its INFO progress lines flood a non-interactive log otherwise.
-    os.environ.setdefault("RAY_DATA_LOG_LEVEL", "WARNING")
+    quiet_ray_data()
     try:
         import ray
     except ImportError:
@@ -147,7 +164,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     started = time.perf_counter()
     if not ray.is_initialized():
         if address:
-            ray.init(address=address, log_to_driver=False)
+            ray.init(address=address, log_to_driver=False, logging_level=_ray_log_level())
         else:
             start_local_ray(ray, available_cores())
     startup_s = time.perf_counter() - started
@@ -178,6 +195,9 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
                                                id_column=id_column, batch_size=batch_size),
         batch_size=max(batch_size, 256), batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
         num_cpus=reserve,
+        # On this machine alone a crashed actor would only crash again: no restarts, which also spares the
+        # driver Ray's warning about restartable actors whose constructor arguments live in the object store.
+        **({"max_restarts": 0} if address is None else {}),
     ).materialize()
     rows_out = scored.count()
     errors = scored.filter(lambda row: isinstance(row["error"], str), num_cpus=0.1).count()

@@ -8,6 +8,7 @@ columns by the same rules; Ray's JSONL reader parses its lines with `parse_json_
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 from collections.abc import Callable, Iterator
@@ -54,9 +55,9 @@ def parse_json_line(line: str) -> tuple[dict | None, str | None]:
     return record, None
 
 
-def _decoded_lines(path: Path, progress: Callable[[int], None] | None) -> Iterator[str]:
+def _decoded_lines(path: Path, progress: Callable[[int], None] | None, stream=None) -> Iterator[str]:
     # surrogateescape keeps undecodable bytes visible (as lone surrogates) so the row can be flagged.
-    with path.open("rb") as fh:
+    with (path.open("rb") if stream is None else contextlib.nullcontext(stream)) as fh:
         for n, raw in enumerate(fh):
             if progress:
                 progress(len(raw))
@@ -71,18 +72,20 @@ def _bad_utf8(text: str) -> bool:
 
 
 def read_rows(path: Path, text_column: str | None = None, *, label_column: str | None = None,
-              with_labels: bool = False, strict: bool = False, progress=None) -> Iterator[Row]:
+              with_labels: bool = False, strict: bool = False, progress=None, stream=None,
+              kind: str | None = None) -> Iterator[Row]:
     """Rows of a .txt, .tsv/.csv (with header) or .jsonl file, lazily.
 
     `with_labels` also resolves a label column (named, or one of LABEL_COLUMNS). `strict` raises
     DataError at the first bad row and skips blank lines; otherwise bad rows come back with `error` set.
+    `stream` (a binary file object, such as standard input) is read instead of `path`, as `kind` (a suffix).
     """
     path = Path(path)
-    suffix = path.suffix.lower()
+    suffix = (kind or path.suffix).lower()
     allowed = LABELLED_SUFFIXES if with_labels else INPUT_SUFFIXES
     if suffix not in allowed:
         raise DataError(f"{path}: unsupported file type '{suffix}'; use one of {', '.join(allowed)}")
-    lines = _decoded_lines(path, progress)
+    lines = _decoded_lines(path, progress, stream)
     if suffix == ".txt":
         rows = (Row(n, None, "not valid UTF-8") if _bad_utf8(line) else Row(n, line) for n, line in enumerate(lines, 1))
     elif suffix == ".jsonl":

@@ -36,6 +36,25 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def verbose() -> bool:
+    """SENTI_VERBOSE=1 (or `senti --verbose`): show the libraries' own logs, which senti hides by default."""
+    return os.environ.get("SENTI_VERBOSE", "") not in ("", "0")
+
+
+def import_paddle():
+    """`import paddle`, without the warning its import prints whenever OMP_NUM_THREADS > 1 (advice for
+    data-parallel jobs; senti sets the threads on purpose). Shown with SENTI_VERBOSE=1."""
+    import contextlib
+    import io
+
+    if "paddle" in sys.modules or verbose():
+        import paddle
+    else:
+        with contextlib.redirect_stderr(io.StringIO()):
+            import paddle
+    return paddle
+
+
 def configure_runtime(threads: int | None = None) -> dict:
     """Set thread counts and, on AMD, MKL's fast code path; return the settings for the record.
 
@@ -52,6 +71,8 @@ def configure_runtime(threads: int | None = None) -> dict:
     info = cpu_info()
     if info["vendor"] == "AuthenticAMD":
         os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
+    if not verbose():  # Paddle's C++ glog INFO/WARNING lines ("W1203 ... eager_utils.cc"); errors still show
+        os.environ.setdefault("GLOG_minloglevel", "2")
     return runtime_record()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,11 +23,18 @@ OUTPUT_SUFFIXES = (".jsonl", ".tsv", ".csv")
 ENGINES = ("local", "ray")  # files scored in this process (streamed), or by Ray Data (senti.serving.ray_predict)
 
 
+STDIO = "-"  # --input - / --output -: standard input, standard output (JSONL)
+
+
 class PredictionWriter:
     """Writes `DST` as a hidden `.DST.partial-PID-` file and renames it into place on `close()`; the
-    leftovers of a killed run are removed first (`stale` lists them)."""
+    leftovers of a killed run are removed first (`stale` lists them). `DST` "-" is standard output (JSONL)."""
 
     def __init__(self, path: Path, labels: list[str]):
+        if str(path) == STDIO:
+            self.path, self.labels, self.suffix, self.stale, self.partial = None, labels, ".jsonl", [], None
+            self.fh = sys.stdout
+            return
         path = Path(path)
         self.suffix = path.suffix.lower()
         if self.suffix not in OUTPUT_SUFFIXES:
@@ -60,16 +68,23 @@ class PredictionWriter:
             self.csv.writerow([row.line, text or "", "", "", *[""] * len(self.labels), "", row.error])
 
     def close(self) -> None:
+        if self.partial is None:
+            self.fh.flush()
+            return
         self.fh.close()
         os.replace(self.partial, self.path)
 
     def abort(self) -> None:
+        if self.partial is None:
+            return
         self.fh.close()
         self.partial.unlink(missing_ok=True)
 
 
 def check_output(src: Path, dst: Path) -> None:
     """Refuse, before any scoring, an output that cannot be written or would overwrite the input."""
+    if str(dst) == STDIO:
+        return
     src, dst = Path(src), Path(dst)
     if dst.suffix.lower() not in OUTPUT_SUFFIXES:
         raise DataError(f"--output {dst}: unsupported output type '{dst.suffix}'; use one of "
@@ -83,25 +98,80 @@ def check_output(src: Path, dst: Path) -> None:
 
 
 def predict_file(predictor, src: Path, dst: Path, batch_size: int = 32, chunk_rows: int = 1024,
-                 text_column: str | None = None, progress: Callable[[int], None] | None = None) -> dict:
-    """Score `src` into `dst` in chunks of `chunk_rows`; returns counts and the line numbers of error rows."""
+                 text_column: str | None = None, progress: Callable[[int], None] | None = None,
+                 input_format: str | None = None) -> dict:
+    """Score `src` into `dst` in chunks of `chunk_rows`; returns counts and the line numbers of error rows.
+
+    `src` "-" reads standard input (`input_format` ".txt" or ".jsonl") and `dst` "-" writes JSONL to standard
+    output; from a pipe, a chunk is also handed over whenever the input pauses, so answers stream out.
+    """
     check_output(src, dst)
     writer = PredictionWriter(dst, predictor.labels)
     counts = {"rows": 0, "predicted": 0, "errors": 0, "truncated": 0, "error_lines": [],
               "stale_removed": [str(p) for p in writer.stale]}
     try:
-        chunk: list[Row] = []
-        for row in read_rows(Path(src), text_column, progress=progress):
-            chunk.append(row)
-            if len(chunk) >= chunk_rows:
-                _flush(predictor, chunk, writer, counts, batch_size)
-                chunk = []
-        _flush(predictor, chunk, writer, counts, batch_size)
+        if str(src) == STDIO:
+            rows = read_rows(Path("<stdin>"), text_column, stream=sys.stdin.buffer, kind=input_format or ".txt")
+            chunks = _chunks_as_they_come(rows, min(chunk_rows, 256), pause_s=0.05)
+        else:
+            rows = read_rows(Path(src), text_column, progress=progress, kind=input_format)
+            chunks = _chunks(rows, chunk_rows)
+        for chunk in chunks:
+            _flush(predictor, chunk, writer, counts, batch_size)
     except BaseException:
         writer.abort()
         raise
     writer.close()
     return counts
+
+
+def _chunks(rows, size: int):
+    chunk = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _chunks_as_they_come(rows, size: int, pause_s: float):
+    """Chunks of at most `size` rows, each handed over as soon as the input pauses for `pause_s`: a reader
+    thread fills a queue, so a slow pipe (`tail -f`) gets its answers line by line, a fast one in batches."""
+    import queue
+    import threading
+
+    lines: queue.Queue = queue.Queue(maxsize=4 * size)
+    done = object()
+
+    def read():
+        try:
+            for row in rows:
+                lines.put(row)
+        except BaseException as err:  # a bad header, say: raised where the chunks are consumed
+            lines.put(err)
+        lines.put(done)
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        item = lines.get()
+        chunk = []
+        while True:
+            if item is done or isinstance(item, BaseException):
+                if chunk:
+                    yield chunk
+                if item is not done:
+                    raise item
+                return
+            chunk.append(item)
+            if len(chunk) >= size:
+                break
+            try:
+                item = lines.get(timeout=pause_s)
+            except queue.Empty:
+                break
+        yield chunk
 
 
 def predict_isolated(predictor, texts: list[str], batch_size: int) -> tuple[list, dict[int, str]]:

