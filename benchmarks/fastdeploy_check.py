@@ -77,6 +77,13 @@ def main(argv=None) -> dict:
             logits = np.load(folder / "result.npz")
             diffs = [float(np.abs(logits[f"logits_{i}"] - ref).max()) if logits[f"logits_{i}"].shape == ref.shape
                      else float("inf") for i, ref in enumerate(senti_logits)]
+            wrong = [list(logits[f"logits_{i}"].shape) for i, ref in enumerate(senti_logits)
+                     if logits[f"logits_{i}"].shape != ref.shape]
+            if wrong:  # FastDeploy with numpy 2 returns empty arrays without an error
+                report["backends"][backend] = {"ok": False, "failed": "wrong output shape",
+                                               "last_line": f"returned shape {wrong[0]} for a batch of "
+                                                            f"{len(batches[0])} texts (numpy {result['numpy']})"}
+                continue
             report["backends"][backend] = {"ok": True, "max_abs_logit_diff": max(diffs),
                                            "ms_per_batch": 1000 * float(np.median(result["seconds"])),
                                            "numpy": result["numpy"], "fastdeploy": result["fastdeploy"]}

