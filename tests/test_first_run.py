@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import PARITY, synthetic_rows, write_folder, write_rows
