@@ -4,6 +4,7 @@ heavy imports (paddle, paddlenlp, onnxruntime) happen inside each command, so `s
 from __future__ import annotations
 
 import os
+import sys
 
 import typer
 
@@ -29,7 +30,16 @@ def options(verbose: bool = typer.Option(False, "--verbose", help="Also show the
 
 
 def main():
-    app()
+    from senti.serving import stopping
+
+    try:
+        app()
+    except SystemExit as done:
+        if stopping.requested():  # stopped by a signal: skip native libraries' teardown, which may crash
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(done.code if isinstance(done.code, int) else 128 + stopping.requested())
+        raise
 
 
 __all__ = ["app", "main"]

@@ -47,28 +47,18 @@ def user_errors():
 
 @contextmanager
 def sigterm_unwinds():
-    """SIGTERM unwinds like Ctrl-C (exit 143), so staging folders and partial files are removed on the way out.
+    """SIGTERM stops the work at its next safe point (senti.serving.stopping) and exits 143, after the
+    staging folders and partial files are removed on the way out."""
+    from senti.serving import stopping
 
-    Libraries may wrap the exit in their own error type (paddle's to_static does): whatever comes out
-    once the signal arrived leaves as the signal's exit code.
-    """
-    import signal
-
-    received = []
-
-    def stop(signum, frame):
-        received.append(signum)
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    except BaseException:
-        if received:
-            raise SystemExit(128 + received[0]) from None
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with stopping.stop_at_checkpoints():
+        try:
+            yield
+        except BaseException:
+            if stopping.requested():
+                raise SystemExit(128 + stopping.requested()) from None
+            raise
+        stopping.checkpoint()
 
 
 def step_progress():

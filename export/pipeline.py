@@ -24,7 +24,7 @@ from senti.export.parity import compare, judge, logits_by_shape
 from senti.export.specs import ERNIE_SEQUENCE_CLASSIFICATION, ExportSpec
 from senti.export.static import save_static
 from senti.export.triton import write_repository
-from senti.serving import layout
+from senti.serving import layout, stopping
 from senti.serving.artifacts import ExportMeta, remove_stale_work
 from senti.serving.backends import FORMATS, open_backend
 from senti.serving.batching import pad_batch
@@ -164,6 +164,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         graph_file, params_file = save_static(model, staging / layout.PADDLE_DIR, spec)
 
         def check(fmt: str) -> dict:
+            stopping.checkpoint()
             try:
                 candidate = logits_by_shape(open_backend(staging, fmt, threads=config.threads), encoded)
             except SentiError:
@@ -178,6 +179,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
             return result
 
         for fmt in wanted_formats(config):
+            stopping.checkpoint()  # a SIGTERM between steps: the staging folder goes with the exception
             path = staging / FORMATS[fmt].path
             extra = {}
             if fmt == "paddle":
@@ -234,6 +236,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
             seconds=time.perf_counter() - started,
         )
         record.write(staging)
+        stopping.checkpoint()
         _publish(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

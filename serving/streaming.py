@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from senti.serving import layout
+from senti.serving import layout, stopping
 from senti.serving.artifacts import remove_stale_work
 from senti.serving.errors import DataError
 from senti.serving.predictor import text_problem
@@ -117,6 +117,7 @@ def predict_file(predictor, src: Path, dst: Path, batch_size: int = 32, chunk_ro
             rows = read_rows(Path(src), text_column, progress=progress, kind=input_format)
             chunks = _chunks(rows, chunk_rows)
         for chunk in chunks:
+            stopping.checkpoint()
             _flush(predictor, chunk, writer, counts, batch_size)
     except BaseException:
         writer.abort()

@@ -96,11 +96,11 @@ def test_cli_modules_are_short_and_its_choices_are_the_library_tuples():
     from senti.serving.backends import BACKENDS
     from senti.serving.predictor import LONG_TEXT_MODES
     from senti.toolkit.config import DEVICES
-    from senti.toolkit.data import SPLITS
+    from senti.toolkit.data import EVAL_SPLITS
 
     values = lambda enum: tuple(e.value for e in enum)  # noqa: E731
     assert values(predict.Backend) == ("auto", *BACKENDS) and values(predict.LongText) == LONG_TEXT_MODES
-    assert values(train.Device) == DEVICES and values(evaluate.Split) == SPLITS
+    assert values(train.Device) == DEVICES and values(evaluate.Split) == EVAL_SPLITS
     assert values(bench.BenchSuite) == (*SUITES, "all")
 
 

@@ -1,0 +1,37 @@
+"""Stopping long work on SIGTERM at safe points, so a killed command still cleans up after itself.
+
+A Python signal handler that raises runs wherever the interpreter happens to be, including inside
+callbacks of native libraries (paddle's to_static, ONNX Runtime), where unwinding can crash the process
+instead of cleaning up. So the handler only records the signal; long loops call `checkpoint()` between
+steps, and that raises `SystemExit(128 + signal)` where unwinding is safe: staging folders and partial
+files are removed by the `except BaseException` blocks that own them.
+"""
+
+from __future__ import annotations
+
+import signal
+from contextlib import contextmanager
+
+_received: list[int] = []
+
+
+def checkpoint() -> None:
+    """Raise SystemExit(128 + signal) if a stop was requested (no-op otherwise)."""
+    if _received:
+        raise SystemExit(128 + _received[0])
+
+
+def requested() -> int | None:
+    """The signal that asked for a stop, if any."""
+    return _received[0] if _received else None
+
+
+@contextmanager
+def stop_at_checkpoints(signals=(signal.SIGTERM,)):
+    """Within the block, `signals` are recorded for `checkpoint()` instead of killing the process."""
+    previous = {s: signal.signal(s, lambda signum, frame: _received.append(signum)) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
