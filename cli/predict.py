@@ -97,6 +97,14 @@ def predict(
         err_console.print(f"removed {escape(stale)}: the partial output of an earlier run that was killed")
     say_to.print(f"{counts['rows']} rows in, {counts['rows']} rows out ({output}): {counts['predicted']} scored, "
                   f"{counts['errors']} error rows, {counts['truncated']} truncated")
+    from senti.serving.drift import describe
+
+    if counts["drift"]["texts"]:
+        reference = predictor.meta.reference_stats
+        say_to.print("drift " + ("against the dev texts recorded at export" if reference else "(the export records "
+                                 "no dev figures to compare with)") + ":", markup=False)
+        for line in describe(counts["drift"], reference):
+            say_to.print(f"  {line}", markup=False, highlight=False)
     if counts["errors"]:
         lines = ", ".join(map(str, counts["error_lines"][:20]))
         more = "" if counts["errors"] <= 20 else f" and {counts['errors'] - 20} more"

@@ -53,7 +53,11 @@ def serve(
         config = ServerConfig(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_queue=max_queue,
                               max_texts=max_texts, max_windows=max_windows, max_body_bytes=max_body_bytes,
                               body_timeout_s=body_timeout_s, header_timeout_s=body_timeout_s, api_key=api_key)
-        predictor = Predictor.load(model, backend=backend.value, device=device, threads=threads,
-                                   long_text=long_text.value, max_windows=max_windows_per_text)
-    console.print(f"serving {model} ({predictor.backend_name}) on http://{host}:{port} (docs: /docs)")
-    run_server(predictor, config, host=host, port=port)
+        def load():  # at start, and again on SIGHUP or POST /v1/admin/reload
+            return Predictor.load(model, backend=backend.value, device=device, threads=threads,
+                                  long_text=long_text.value, max_windows=max_windows_per_text)
+
+        predictor = load()
+    console.print(f"serving {model} ({predictor.backend_name}, version {predictor.version}) on http://{host}:{port} "
+                  "(docs: /docs; SIGHUP or POST /v1/admin/reload loads the export anew)")
+    run_server(predictor, config, host=host, port=port, reload=load)

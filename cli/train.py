@@ -68,6 +68,10 @@ def train(
     max_steps: MaxSteps = None,
     eval_every: EvalEvery = None,
     early_stop: EarlyStop = None,
+    replay: Annotated[Optional[str], typer.Option(help="Old training data to mix in when --model is a checkpoint "
+                                                       "(guards against forgetting); a dataset as for --dataset.")]
+        = None,
+    replay_ratio: Annotated[float, typer.Option(help="Replayed old rows per new training row.", min=0.0)] = 1.0,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
     threads: Threads = None,

@@ -29,6 +29,7 @@ class CheckpointMeta(ArtifactMeta):
     # The SplitRecipe of the data it was trained on; None in checkpoints from before senti recorded it.
     data: dict | None = None
     dev: dict | None = None  # the evaluation this checkpoint was kept for
+    lineage: dict | None = None  # continued from: parent checkpoint (path, version), new and replayed datasets
     precision: str | None = None
 
     def problem(self) -> str | None:

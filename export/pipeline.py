@@ -28,6 +28,7 @@ from senti.serving import layout, stopping
 from senti.serving.artifacts import ExportMeta, remove_stale_work
 from senti.serving.backends import FORMATS, open_backend
 from senti.serving.batching import pad_batch
+from senti.serving.drift import summarize
 from senti.serving.tokenizer import FastTokenizer
 from senti.serving.errors import SentiError
 from senti.serving.runtime import package_versions
@@ -150,6 +151,10 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
     started = time.perf_counter()
     reference = logits_by_shape(dynamic, encoded)  # before to_static, which rewrites the layer in place
     reference_accuracy = float((reference["batch_32"].argmax(1) == gold_ids).mean())
+    fast = FastTokenizer(Path(config.model) / layout.VOCAB, do_lower_case=bool(getattr(tokenizer, "do_lower_case", True)),
+                         unk_token=tokenizer.unk_token, cls_token=tokenizer.cls_token, sep_token=tokenizer.sep_token,
+                         pad_token=tokenizer.pad_token)
+    reference_stats = _drift_of(reference["batch_32"], texts, fast, max_len, labels)
     say(f"dynamic graph: accuracy {reference_accuracy:.4f} on {len(texts)} parity texts")
 
     for stale in remove_stale_work(out.parent, out.name, "staging"):
@@ -207,9 +212,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         # export) works), plus the same ids as one tokenizer.json for clients without Python.
         tokenizer.save_pretrained(str(staging))
         shutil.copyfile(Path(config.model) / layout.VOCAB, staging / layout.VOCAB)  # byte for byte the checkpoint's
-        FastTokenizer(staging / layout.VOCAB, do_lower_case=bool(getattr(tokenizer, "do_lower_case", True)),
-                      unk_token=tokenizer.unk_token, cls_token=tokenizer.cls_token, sep_token=tokenizer.sep_token,
-                      pad_token=tokenizer.pad_token).save_standalone(staging / layout.TOKENIZER_JSON, max_len)
+        fast.save_standalone(staging / layout.TOKENIZER_JSON, max_len)
         record = ExportMeta(
             source_checkpoint=str(Path(config.model).resolve()),
             data=data,
@@ -234,6 +237,8 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
             triton=str(triton.relative_to(staging)) if triton else None,
             versions=_versions(),
             seconds=time.perf_counter() - started,
+            parity_sample={"texts": texts[: len(reference["batch_1"])], "logits": reference["batch_1"].tolist()},
+            reference_stats=reference_stats,
         )
         record.write(staging)
         stopping.checkpoint()
@@ -242,6 +247,16 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return json.loads((out / layout.EXPORT_META).read_text(encoding="utf-8"))  # exactly what export.json holds
+
+
+def _drift_of(logits: np.ndarray, texts: list[str], fast: FastTokenizer, max_len: int, labels: list[str]) -> dict:
+    """The drift figures of the parity (dev) texts under the dynamic graph, for `senti predict` to compare with."""
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs = shifted / shifted.sum(axis=1, keepdims=True)
+    ids = fast.encode_batch(texts)
+    return summarize([SimpleNamespace(score=float(p.max()), label=labels[int(p.argmax())], truncated=len(x) > max_len - 2,
+                                      tokens=len(x), unknown_tokens=sum(t == fast.unk_id for t in x))
+                      for p, x in zip(probs, ids)])
 
 
 def _publish(staging: Path, out: Path) -> None:

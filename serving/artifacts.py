@@ -154,6 +154,10 @@ class ExportMeta(ArtifactMeta):
     triton: str | None = None
     versions: dict = field(default_factory=dict)
     seconds: float | None = None
+    # A few parity texts and the dynamic graph's logits for them: a reload checks a new model against these.
+    parity_sample: dict | None = None
+    # Drift figures (senti.serving.drift) of the parity (dev) texts, to compare traffic with.
+    reference_stats: dict | None = None
 
     def problem(self) -> str | None:
         if not isinstance(self.formats, dict) or not all(

@@ -49,9 +49,21 @@ class Prediction:
     probabilities: dict[str, float]
     truncated: bool  # the text was longer than max_seq_len (cut, or scored in windows)
     windows: int = 1
+    tokens: int = 0  # word pieces in the text (before cutting)
+    unknown_tokens: int = 0  # of which [UNK]: characters outside the model's vocabulary (a drift signal)
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def export_version(export_dir: Path) -> str:
+    """The model's version as answers carry it: a hash of the export's metadata, which names every file and
+    its parity figures, so two different exports never share one."""
+    import hashlib
+
+    from senti.serving import layout
+
+    return hashlib.sha256((Path(export_dir) / layout.EXPORT_META).read_bytes()).hexdigest()[:12]
 
 
 def choose_backend(meta: ExportMeta, device: str) -> str:
@@ -81,6 +93,7 @@ class Predictor:
         self.stride = stride
         self.call_cost_tokens = call_cost_tokens
         self.max_windows = max_windows
+        self.version = export_version(export_dir)
 
     @classmethod
     def load(cls, export_dir, backend: str = "auto", device: str = "cpu", threads: int | None = None,
@@ -132,6 +145,10 @@ class Predictor:
 
     def logits(self, texts: list[str], batch_size: int = 32) -> tuple[np.ndarray, list[int], list[bool]]:
         """Raw logits per text (window-averaged), the window counts, and which texts were too long."""
+        return self._score(texts, batch_size)[:3]
+
+    def _score(self, texts: list[str], batch_size: int):
+        """(logits, windows, too long, tokens, [UNK] tokens) per text."""
         if isinstance(texts, str):
             raise TypeError("predict() takes a list of texts, not one string")
         if batch_size < 1:
@@ -155,19 +172,21 @@ class Predictor:
         counts = np.bincount(owner, minlength=len(ids))
         sums = np.zeros((len(ids), len(self.labels)), dtype=np.float64)
         np.add.at(sums, owner, piece_logits)
-        return (sums / np.maximum(counts, 1)[:, None]).astype(np.float32), counts.tolist(), too_long
+        tokens = [len(x) for x in ids]
+        unknown = [sum(1 for t in x if t == self.tokenizer.unk_id) for x in ids]
+        return (sums / np.maximum(counts, 1)[:, None]).astype(np.float32), counts.tolist(), too_long, tokens, unknown
 
     def predict(self, texts: list[str], batch_size: int = 32) -> list[Prediction]:
         """One Prediction per text, in input order."""
         if len(texts) == 0:
             return []
-        logits, windows, too_long = self.logits(texts, batch_size)
+        logits, windows, too_long, tokens, unknown = self._score(texts, batch_size)
         shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
         probs = shifted / shifted.sum(axis=1, keepdims=True)
         out = []
-        for row, n, cut in zip(probs, windows, too_long):
+        for row, n, cut, length, unk in zip(probs, windows, too_long, tokens, unknown):
             best = int(row.argmax())
             out.append(Prediction(label=self.labels[best], score=float(row[best]),
                                   probabilities={lab: float(p) for lab, p in zip(self.labels, row)},
-                                  truncated=bool(cut), windows=int(n)))
+                                  truncated=bool(cut), windows=int(n), tokens=int(length), unknown_tokens=int(unk)))
         return out

@@ -29,6 +29,7 @@ class Row:
     text: str | None
     error: str | None = None
     label: object = None  # the raw label value, when labels were asked for
+    record: dict | None = None  # every column of the row (ids and all), to write back beside new columns
 
 
 def pick_column(columns, wanted: str | None, choices, path: Path, role: str = "text") -> str:
@@ -87,7 +88,8 @@ def read_rows(path: Path, text_column: str | None = None, *, label_column: str |
         raise DataError(f"{path}: unsupported file type '{suffix}'; use one of {', '.join(allowed)}")
     lines = _decoded_lines(path, progress, stream)
     if suffix == ".txt":
-        rows = (Row(n, None, "not valid UTF-8") if _bad_utf8(line) else Row(n, line) for n, line in enumerate(lines, 1))
+        rows = (Row(n, None, "not valid UTF-8") if _bad_utf8(line) else Row(n, line, record={"text": line})
+                for n, line in enumerate(lines, 1))
     elif suffix == ".jsonl":
         rows = _jsonl_rows(path, lines, text_column, label_column, with_labels)
     else:
@@ -129,7 +131,7 @@ def _jsonl_rows(path, lines, text_column, label_column, with_labels):
         elif with_labels and record.get(label_col) is None:
             yield Row(n, None, f"missing '{label_col}'")
         else:
-            yield Row(n, text, label=record.get(label_col) if with_labels else None)
+            yield Row(n, text, label=record.get(label_col) if with_labels else None, record=record)
 
 
 def _table_rows(path, lines, delimiter, text_column, label_column, with_labels, strict):
@@ -177,7 +179,8 @@ def _table_rows(path, lines, delimiter, text_column, label_column, with_labels, 
         if _bad_utf8(text) or (label_index is not None and _bad_utf8(fields[label_index])):
             yield Row(n, None, "not valid UTF-8")
             continue
-        yield Row(n, text, label=fields[label_index] if label_index is not None else None)
+        yield Row(n, text, label=fields[label_index] if label_index is not None else None,
+                  record=dict(zip(columns, fields)))
 
 
 def _csv_records(reader, counter):

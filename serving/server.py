@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import json
 import time
 from contextlib import asynccontextmanager
@@ -18,10 +19,12 @@ from fastapi import Request  # module level: FastAPI resolves the endpoints' str
 from pydantic import BaseModel, ConfigDict, Field
 
 from senti.serving.batcher import Batcher, QueueFull
+from senti.serving.drift import CONFIDENCE_BUCKETS
 from senti.serving.errors import SentiError
 from senti.serving.predictor import text_problem
 
 PREDICT_PATH = "/v1/predict"
+log = logging.getLogger("senti.serve")
 
 
 # Module level: FastAPI resolves these (string) annotations in the module's globals.
@@ -35,10 +38,13 @@ class PredictionOut(BaseModel):
     probabilities: dict[str, float]
     truncated: bool
     windows: int
+    tokens: int
+    unknown_tokens: int
 
 class PredictResponse(BaseModel):
     labels: list[str]
     backend: str
+    model_version: str = Field(description="Hash of the export that scored these texts (changes on reload)")
     predictions: list[PredictionOut]
 
 
@@ -120,8 +126,9 @@ class Guard:
         return counted
 
 
-def create_app(predictor, config: ServerConfig):
-    """The ASGI app: POST /v1/predict, GET/HEAD /healthz, /readyz, GET /metrics, and OpenAPI docs at /docs."""
+def create_app(predictor, config: ServerConfig, reload=None):
+    """The ASGI app: POST /v1/predict, GET/HEAD /healthz, /readyz, GET /metrics, POST /v1/admin/reload, and
+    OpenAPI docs at /docs. `reload()` loads the export anew (a new `Predictor`); SIGHUP calls it too."""
     from fastapi import FastAPI, Header, HTTPException
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
@@ -139,6 +146,15 @@ def create_app(predictor, config: ServerConfig):
     texts_total = Counter("senti_texts", "Texts scored", registry=registry)
     windows_total = Counter("senti_windows", "Model inputs scored (a text, or each of its windows)",
                             registry=registry)
+    # Drift: when these move away from the dev figures in export.json, traffic no longer looks like training data.
+    confidence = Histogram("senti_confidence", "Top-class probability of each text scored", registry=registry,
+                           buckets=CONFIDENCE_BUCKETS)
+    predicted = Counter("senti_predicted", "Texts scored by predicted label", ["label"], registry=registry)
+    truncated_total = Counter("senti_truncated_texts", "Texts longer than max_seq_len", registry=registry)
+    tokens_total = Counter("senti_tokens", "Word pieces in the texts scored", registry=registry)
+    unknown_total = Counter("senti_unknown_tokens", "Word pieces outside the vocabulary ([UNK])", registry=registry)
+    current = {"predictor": predictor}
+    state = {"ready": False, "reload": None}
 
     def on_batch(cost: int, seconds: float) -> None:
         batch_sizes.observe(cost)
@@ -146,24 +162,66 @@ def create_app(predictor, config: ServerConfig):
         windows_total.inc(cost)
 
     def score(texts):
-        results = predictor.predict(texts, batch_size=config.max_batch_size)
+        model = current["predictor"]  # read once: a reload swaps models between batches, never inside one
+        results = model.predict(texts, batch_size=config.max_batch_size)
         texts_total.inc(len(texts))
-        return results
+        for p in results:
+            confidence.observe(p.score)
+            predicted.labels(p.label).inc()
+            truncated_total.inc(p.truncated)
+            tokens_total.inc(p.tokens)
+            unknown_total.inc(p.unknown_tokens)
+        return [(p, model) for p in results]
 
     batcher = Batcher(score, config.max_batch_size, config.max_wait_ms, config.max_queue, on_batch)
     queue_depth.set_function(lambda: batcher.pending)
-    state = {"ready": False}
+    reload_lock = asyncio.Lock()
+
+    async def reload_model(trigger: str) -> dict:
+        """Load the export beside the serving model, check it on its own recorded parity texts, then swap."""
+        async with reload_lock:
+            started = time.perf_counter()
+            record = {"trigger": trigger, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            try:
+                if reload is None:
+                    raise SentiError("this server was started without a way to reload its model")
+                fresh = await asyncio.get_running_loop().run_in_executor(None, reload)
+                await asyncio.get_running_loop().run_in_executor(None, check_recorded_parity, fresh)
+            except Exception as err:  # a broken export: the old model keeps serving
+                record.update(ok=False, error=f"{type(err).__name__}: {err}"[:500],
+                              serving=current["predictor"].version)
+                log.error("reload (%s) failed, still serving %s: %s", trigger, current["predictor"].version,
+                          record["error"])
+            else:
+                old = current["predictor"].version
+                current["predictor"] = fresh
+                record.update(ok=True, serving=fresh.version, previous=old,
+                              seconds=round(time.perf_counter() - started, 2))
+                log.warning("reload (%s): now serving %s (was %s)", trigger, fresh.version, old)
+            state["reload"] = record
+            return record
 
     @asynccontextmanager
     async def lifespan(app):
+        import signal
+
         batcher.start()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(reload_model("SIGHUP")))
         state["ready"] = True
         yield
+        loop.remove_signal_handler(signal.SIGHUP)
         state["ready"] = False  # uvicorn has finished the requests in flight before this point
         await batcher.stop()
 
     app = FastAPI(title="senti", version="1", lifespan=lifespan,
                   description=f"Chinese sentiment analysis: labels {predictor.labels}, backend {predictor.backend_name}")
+
+    def authorize(authorization: str | None, x_api_key: str | None) -> None:
+        if config.api_key is not None:
+            given = x_api_key or (authorization[7:] if authorization and authorization.startswith("Bearer ") else "")
+            if not hmac.compare_digest(given.encode(), config.api_key.encode()):
+                fail(401, "unauthorized", "missing or wrong API key", {"WWW-Authenticate": "Bearer"})
 
     def fail(status: int, reason: str, detail, headers=None):
         errors.labels(reason).inc()
@@ -189,10 +247,8 @@ def create_app(predictor, config: ServerConfig):
     async def predict(body: PredictRequest, request: Request, authorization: str | None = Header(None),
                       x_api_key: str | None = Header(None)):
         started = time.perf_counter()
-        if config.api_key is not None:
-            given = x_api_key or (authorization[7:] if authorization and authorization.startswith("Bearer ") else "")
-            if not hmac.compare_digest(given.encode(), config.api_key.encode()):
-                fail(401, "unauthorized", "missing or wrong API key", {"WWW-Authenticate": "Bearer"})
+        authorize(authorization, x_api_key)
+        model = current["predictor"]
         texts = body.texts
         if len(texts) > config.max_texts:
             fail(413, "too_many_texts", f"{len(texts)} texts; at most {config.max_texts} per request")
@@ -200,11 +256,11 @@ def create_app(predictor, config: ServerConfig):
                for i, text in enumerate(texts) if (why := text_problem(text))]
         if bad:  # refused before batching, so it never shares a model call with another client's texts
             fail(422, "invalid_text", bad)
-        windows = await asyncio.get_running_loop().run_in_executor(None, predictor.windows, texts) \
-            if predictor.long_text == "window" else [1] * len(texts)
+        windows = await asyncio.get_running_loop().run_in_executor(None, model.windows, texts) \
+            if model.long_text == "window" else [1] * len(texts)
         over = [{"type": "too_many_windows", "loc": ["body", "texts", i],
-                 "msg": f"needs {n} windows; at most {predictor.max_windows} per text"}
-                for i, n in enumerate(windows) if n > predictor.max_windows]
+                 "msg": f"needs {n} windows; at most {model.max_windows} per text"}
+                for i, n in enumerate(windows) if n > model.max_windows]
         if over:
             fail(413, "too_many_windows", over)
         if sum(windows) > config.max_windows:
@@ -212,6 +268,7 @@ def create_app(predictor, config: ServerConfig):
                                           "per request")
         if not texts:
             results = []
+            scored_by = model
         else:
             job = asyncio.ensure_future(batcher.submit(texts, sum(windows)))
             gone = asyncio.ensure_future(client_gone(request))
@@ -223,13 +280,23 @@ def create_app(predictor, config: ServerConfig):
             gone.cancel()
             try:
                 results = job.result()
+                scored_by = results[0][1]
+                results = [p for p, _ in results]
             except QueueFull:
                 fail(503, "queue_full", "server busy: queue full", {"Retry-After": "1"})
             except Exception as err:
                 fail(500, "model", f"model call failed: {type(err).__name__}")
         latency.observe(time.perf_counter() - started)
-        return {"labels": predictor.labels, "backend": predictor.backend_name,
+        return {"labels": scored_by.labels, "backend": scored_by.backend_name, "model_version": scored_by.version,
                 "predictions": [r.to_json() for r in results]}
+
+    @app.post("/v1/admin/reload", responses={401: {"description": "missing or wrong API key"},
+                                             409: {"description": "the new export failed; the old model serves"}})
+    async def admin_reload(authorization: str | None = Header(None), x_api_key: str | None = Header(None)):
+        """Load the export folder anew, check it, and swap it in between batches (as SIGHUP does)."""
+        authorize(authorization, x_api_key)
+        record = await reload_model("admin")
+        return JSONResponse(record, status_code=200 if record["ok"] else 409)
 
     @app.api_route("/healthz", methods=["GET", "HEAD"])
     async def healthz():
@@ -238,7 +305,9 @@ def create_app(predictor, config: ServerConfig):
     @app.api_route("/readyz", methods=["GET", "HEAD"])
     async def readyz():
         if state["ready"] and batcher.running:
-            return {"status": "ready", "backend": predictor.backend_name}
+            model = current["predictor"]
+            return {"status": "ready", "backend": model.backend_name, "model_version": model.version,
+                    "reload": state["reload"]}
         return JSONResponse({"status": "not ready"}, status_code=503)
 
     @app.get("/metrics")
@@ -247,6 +316,27 @@ def create_app(predictor, config: ServerConfig):
 
     guarded = Guard(app, config.max_body_bytes, config.body_timeout_s, lambda status: requests.labels(str(status)).inc())
     return guarded, app
+
+
+def check_recorded_parity(predictor) -> None:
+    """A freshly loaded export must reproduce the answers recorded for its own parity texts at export time
+    (within its format's tolerance), or it is not swapped in."""
+    import numpy as np
+
+    from senti.serving.backends import FORMATS
+
+    sample = predictor.meta.parity_sample
+    if not sample or not sample.get("texts"):
+        raise SentiError(f"{predictor.export_dir}: export.json records no parity sample to check a reload against; "
+                         "re-export it with this senti")
+    expected = np.asarray(sample["logits"], dtype=np.float32)
+    got = predictor.logits(sample["texts"])[0]
+    kind, limit = FORMATS[predictor.backend_name].tolerance if predictor.backend_name in FORMATS else ("atol", 1e-4)
+    agree = float((got.argmax(1) == expected.argmax(1)).mean())
+    worst = float(np.abs(got - expected).max())
+    if (kind == "atol" and (worst > limit or agree < 1)) or (kind != "atol" and agree < 0.9):
+        raise SentiError(f"{predictor.export_dir}: the new model does not reproduce its recorded parity answers "
+                         f"(max |logit diff| {worst:.2e}, label agreement {agree:.2f})")
 
 
 def header_timeout_protocol(seconds: float):
@@ -283,10 +373,12 @@ def header_timeout_protocol(seconds: float):
     return HeaderTimeoutProtocol
 
 
-def serve(predictor, config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning"):
+def serve(predictor, config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning",
+          reload=None):
     """Run until SIGINT/SIGTERM; uvicorn then stops accepting and finishes the requests in flight."""
     import uvicorn
 
-    asgi, _ = create_app(predictor, config)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asgi, _ = create_app(predictor, config, reload)
     uvicorn.run(asgi, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
                 http=header_timeout_protocol(config.header_timeout_s))

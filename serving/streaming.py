@@ -15,6 +15,7 @@ from pathlib import Path
 
 from senti.serving import layout, stopping
 from senti.serving.artifacts import remove_stale_work
+from senti.serving.drift import DriftCounter
 from senti.serving.errors import DataError
 from senti.serving.predictor import text_problem
 from senti.serving.rows import TEXT_COLUMNS, Row, read_rows
@@ -108,7 +109,7 @@ def predict_file(predictor, src: Path, dst: Path, batch_size: int = 32, chunk_ro
     check_output(src, dst)
     writer = PredictionWriter(dst, predictor.labels)
     counts = {"rows": 0, "predicted": 0, "errors": 0, "truncated": 0, "error_lines": [],
-              "stale_removed": [str(p) for p in writer.stale]}
+              "stale_removed": [str(p) for p in writer.stale], "drift": DriftCounter()}
     try:
         if str(src) == STDIO:
             rows = read_rows(Path("<stdin>"), text_column, stream=sys.stdin.buffer, kind=input_format or ".txt")
@@ -123,6 +124,7 @@ def predict_file(predictor, src: Path, dst: Path, batch_size: int = 32, chunk_ro
         writer.abort()
         raise
     writer.close()
+    counts["drift"] = counts["drift"].summary()
     return counts
 
 
@@ -207,6 +209,7 @@ def _flush(predictor, chunk: list[Row], writer: PredictionWriter, counts: dict, 
         else:
             counts["predicted"] += 1
             counts["truncated"] += prediction.truncated
+            counts["drift"].add(prediction)
     writer.fh.flush()
 
 

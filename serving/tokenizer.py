@@ -50,6 +50,7 @@ class FastTokenizer:
         self._tokenizer.add_special_tokens([t for t in vocab if t.startswith("[") and t.endswith("]") and
                                             t in (unk_token, cls_token, sep_token, pad_token, "[MASK]")])
         self.cls_id, self.sep_id, self.pad_id = vocab[cls_token], vocab[sep_token], vocab[pad_token]
+        self.unk_id = vocab[unk_token]
         self.vocab_size = len(vocab)
 
     @classmethod

@@ -99,9 +99,12 @@ class TrainConfig(RunConfig):
     max_seq_len: int = 128
     text_column: str | None = None
     label_column: str | None = None
+    replay: str | None = None  # old training data mixed in when continuing a checkpoint (against forgetting)
+    replay_ratio: float = 1.0  # replayed rows per new training row
 
     def checks(self):
-        return super().checks() + [(self.max_seq_len is not None, "max_seq_len must be set")]
+        return super().checks() + [(self.max_seq_len is not None, "max_seq_len must be set"),
+                                   (0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]")]
 
 
 @dataclass(kw_only=True)

@@ -96,19 +96,22 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     recipe = SplitRecipe(dataset=config.dataset, seed=config.seed, text_column=config.text_column,
                          label_column=config.label_column)
     splits = load_recipe(recipe)
+    labels, replayed, lineage = continuation(config, splits)
+    train_rows = splits.train + replayed
     paddle.seed(config.seed)
     model, tokenizer, source = build_model(
-        config.model, splits.labels, [e.text for e in splits.train], config.max_seq_len, config.trust_pickle
+        config.model, labels, [e.text for e in train_rows], config.max_seq_len, config.trust_pickle
     )
-    label_id = {lab: i for i, lab in enumerate(splits.labels)}
-    train_ids, train_cut = encode_texts(tokenizer, [e.text for e in splits.train], config.max_seq_len)
+    label_id = {lab: i for i, lab in enumerate(labels)}
+    train_ids, train_cut = encode_texts(tokenizer, [e.text for e in train_rows], config.max_seq_len)
     dev_ids, dev_cut = encode_texts(tokenizer, [e.text for e in splits.dev], config.max_seq_len)
-    train_y = np.array([label_id[e.label] for e in splits.train], dtype=np.int64)
+    train_y = np.array([label_id[e.label] for e in train_rows], dtype=np.int64)
     dev_y = np.array([label_id[e.label] for e in splits.dev], dtype=np.int64)
-    data_stats = {**splits.stats(), "truncated_texts": {"train": train_cut, "dev": dev_cut},
+    data_stats = {**splits.stats(), "replayed_rows": len(replayed), "truncated_texts": {"train": train_cut, "dev": dev_cut},
                   "max_seq_len": config.max_seq_len}
     if main_process:
-        say(f"data: {len(train_ids)} train / {len(dev_ids)} dev rows, labels {splits.labels}; "
+        replay_note = f" ({len(replayed)} replayed from {config.replay})" if replayed else ""
+        say(f"data: {len(train_ids)} train{replay_note} / {len(dev_ids)} dev rows, labels {labels}; "
             f"truncated to {config.max_seq_len} tokens: {train_cut} train, {dev_cut} dev; "
             f"empty texts skipped: {sum(splits.skipped_empty.values())}")
         for label, n in splits.rare_labels.items():
@@ -123,8 +126,8 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     }
     if main_process:
         out.mkdir(parents=True, exist_ok=True)  # the settings are saved with the first checkpoint, not before
-    meta = checkpoint_meta("senti train", splits.labels, config.max_seq_len, tokenizer, source, metrics["versions"],
-                           recipe)
+    meta = checkpoint_meta("senti train", labels, config.max_seq_len, tokenizer, source, metrics["versions"],
+                           recipe, lineage)
 
     def loss_fn(index):
         input_ids, token_type_ids = pad_batch(train_ids, index)
@@ -132,7 +135,7 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
         return F.cross_entropy(logits.astype("float32"), paddle.to_tensor(train_y[index])), None
 
     def evaluate(epoch: int, step: int) -> dict:
-        result = classification_metrics(dev_y, predict_logits(model, dev_ids).argmax(1), splits.labels)
+        result = classification_metrics(dev_y, predict_logits(model, dev_ids).argmax(1), labels)
         return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"]}
 
     def save(record: dict) -> None:
@@ -147,14 +150,54 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
 
 
 def checkpoint_meta(written_by: str, labels, max_seq_len: int, tokenizer, source: dict, versions: dict,
-                    recipe: SplitRecipe | None) -> CheckpointMeta:
-    """A checkpoint's senti.json (the dev record is added at each save); `recipe`: how its data was split."""
+                    recipe: SplitRecipe | None, lineage: dict | None = None) -> CheckpointMeta:
+    """A checkpoint's senti.json (the dev record is added at each save); `recipe`: how its data was split;
+    `lineage`: the parent checkpoint and the datasets it was continued on."""
     return CheckpointMeta(
         written_by=written_by, labels=list(labels), max_seq_len=max_seq_len,
         tokenizer={"class": type(tokenizer).__name__, "vocab_file": layout.VOCAB,
                    "do_lower_case": bool(getattr(tokenizer, "do_lower_case", True))},
-        model=source, versions=versions, data=asdict(recipe) if recipe else None,
+        model=source, versions=versions, data=asdict(recipe) if recipe else None, lineage=lineage,
     )
+
+
+def continuation(config: TrainConfig, splits) -> tuple[list[str], list, dict | None]:
+    """(label set, replayed rows, lineage). Continuing from a checkpoint keeps its labels (a label it does not
+    know is an error naming it) and records the parent; `--replay` mixes a seeded sample of old training rows
+    (`replay_ratio` x the new training rows) in, against forgetting."""
+    import hashlib
+    import random
+
+    parent = Path(config.model).expanduser()
+    if not parent.is_dir():
+        if config.replay:
+            raise SentiError("--replay continues a checkpoint: --model must be a checkpoint folder")
+        return splits.labels, [], None
+    from senti.export.checkpoint import read_meta
+
+    parent_meta = read_meta(parent)
+    labels = parent_meta.labels
+    new = sorted(set(splits.labels) - set(labels))
+    if new:
+        raise SentiError(f"{config.dataset}: label(s) {', '.join(new)} are not among the checkpoint's labels "
+                         f"({', '.join(labels)}); a model continued from a checkpoint keeps its label set")
+    replayed = []
+    if config.replay:
+        recipe = parent_meta.splits
+        # the parent's own data is cut as it was, so only its training rows come back (never its dev or test)
+        old = load_recipe(recipe) if recipe and recipe.dataset == config.replay else load_recipe(
+            SplitRecipe(dataset=config.replay, seed=config.seed))
+        unknown = sorted(set(old.labels) - set(labels))
+        if unknown:
+            raise SentiError(f"--replay {config.replay}: label(s) {', '.join(unknown)} are not among the "
+                             f"checkpoint's labels ({', '.join(labels)})")
+        want = min(len(old.train), round(config.replay_ratio * len(splits.train)))
+        replayed = random.Random(config.seed).sample(old.train, want)
+    lineage = {"parent": str(parent.resolve()),
+               "parent_version": hashlib.sha256((parent / layout.CHECKPOINT_META).read_bytes()).hexdigest()[:12],
+               "parent_data": parent_meta.data, "dataset": config.dataset, "replay": config.replay,
+               "replay_ratio": config.replay_ratio if config.replay else None, "replayed_rows": len(replayed)}
+    return labels, replayed, lineage
 
 
 def finish_run(out: Path, metrics: dict) -> None:

@@ -1,0 +1,38 @@
+"""`senti select`: the unlabelled texts most worth labelling, written with their score and the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, user_errors
+from senti.toolkit.select import STRATEGIES
+
+app = typer.Typer()
+Strategy = choices("Strategy", STRATEGIES)
+
+
+@app.command("select")
+def select(
+    model: Annotated[Path, typer.Option(help="Export folder or checkpoint that scores the texts.", exists=True,
+                                        file_okay=False)],
+    input: Annotated[Path, typer.Option(help="Unlabelled texts: .txt, .tsv, .csv or .jsonl (ids kept).",
+                                        exists=True, dir_okay=False)],
+    output: Annotated[Path, typer.Option(help="Where to write the picks: .jsonl, .tsv or .csv.")],
+    budget: Annotated[int, typer.Option(help="How many texts to pick for labelling.", min=1)],
+    strategy: Annotated[Strategy, typer.Option(help="uncertainty: smallest margin first; diverse: the same without "
+                                                    "near-duplicates; random: the baseline.")] = Strategy.uncertainty,
+    seed: Annotated[int, typer.Option(help="Seed of the random strategy.")] = 0,
+    text_column: Annotated[Optional[str], typer.Option(help="Text column of a .tsv/.csv/.jsonl input.")] = None,
+    trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
+):
+    """Pick the reviews worth labelling (uncertain, not duplicated), keeping their ids and columns."""
+    quiet()
+    from senti.toolkit.select import select_file
+
+    with user_errors():
+        result = select_file(model, input, output, budget, strategy.value, seed, text_column, trust_pickle)
+    console.print(f"{result['picked']} of {result['read']} texts ({result['distinct']} distinct) picked by "
+                  f"{result['strategy']} -> {output}")

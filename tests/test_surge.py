@@ -1,0 +1,154 @@
+"""The surge loop (issue 15): drift signals, picking texts worth labelling, continuing with replay, and
+swapping a new export into a running server without losing a request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import time
+
+import httpx
+import pytest
+from conftest import EMOTIONS, PARITY, export_tiny, synthetic_rows, train_tiny, write_folder, write_rows
+from test_server import AUTH, running_server
+
+from senti.serving import layout
+from senti.serving.errors import SentiError
+
+
+def _metric(text: str, name: str) -> float:
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+
+
+def test_drift_metrics_move_on_shifted_input(_exported, tmp_path):
+    out, record = _exported
+    assert record["reference_stats"]["texts"] == len(PARITY) and record["parity_sample"]["texts"]
+    with running_server(out) as (base, _):
+        post = lambda texts: httpx.post(f"{base}/v1/predict", json={"texts": texts}, headers=AUTH)  # noqa: E731
+        assert post([t for _, t in PARITY[:20]]).status_code == 200
+        before = httpx.get(f"{base}/metrics").text
+        assert _metric(before, "senti_unknown_tokens_total") == 0 and _metric(before, "senti_texts_total") == 20
+        shifted = ["齉龘靐" * 3, "𠀀𠀁𠀂 ωψχ", "好" * 200]  # characters the vocabulary never saw, and a long text
+        assert post(shifted).status_code == 200
+        after = httpx.get(f"{base}/metrics").text
+    assert _metric(after, "senti_unknown_tokens_total") > 0 and _metric(after, "senti_truncated_texts_total") == 1
+    assert _metric(after, 'senti_confidence_count') == 23 and 'senti_predicted_total{label="positive"}' in after
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    src = tmp_path / "shifted.txt"
+    src.write_text("\n".join(shifted * 5) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["predict", "--model", str(out), "--input", str(src), "--output",
+                                      str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "drift against the dev texts recorded at export" in result.output
+    line = next(x for x in result.output.splitlines() if "outside the vocabulary" in x)
+    assert "0.0% on dev" in line and "% here" in line and not line.endswith(" 0.0% here")
+
+
+def test_select_picks_the_uncertain_and_never_a_duplicate_twice(_exported, tmp_path):
+    import numpy as np
+
+    from senti.serving import Predictor
+    from senti.toolkit.select import select_file
+
+    out, _ = _exported
+    texts = sorted({t for _, t in synthetic_rows(120, seed=41)} |
+                   {a + b for a in ("非常好", "太差了", "喜欢", "讨厌") for b in ("但是很失望", "推荐购买", "东西")})
+    probs = np.array([[p.probabilities[lab] for lab in ("negative", "positive")]
+                      for p in Predictor.load(out).predict(texts)])
+    margin = np.abs(probs[:, 0] - probs[:, 1])
+    order = [texts[i] for i in np.argsort(margin, kind="stable")]
+    least_sure = order[0]
+    near = [least_sure + "。", least_sure + "！"]  # near-duplicates of the least sure text
+    rows = [{"id": f"t{i}", "text": t} for i, t in enumerate(texts)] + \
+           [{"id": f"dup{k}", "text": least_sure} for k in range(5)] + [{"id": f"near{k}", "text": t}
+                                                                         for k, t in enumerate(near)]
+    src = tmp_path / "new.jsonl"
+    src.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    picks = {}
+    for strategy in ("uncertainty", "diverse", "random"):
+        dst = tmp_path / f"{strategy}.jsonl"
+        result = select_file(out, src, dst, budget=4, strategy=strategy)
+        picks[strategy] = [json.loads(line) for line in dst.read_text(encoding="utf-8").splitlines()]
+        assert result["picked"] == 4 and len({p["text"] for p in picks[strategy]}) == 4  # no duplicate twice
+        assert all("score" in p and p["reason"] and "id" in p for p in picks[strategy])
+    unsure = picks["uncertainty"]
+    assert [p["score"] for p in unsure] == sorted(p["score"] for p in unsure)
+    assert unsure[0]["score"] <= margin.min() + 1e-6 and max(p["score"] for p in unsure) <= sorted(margin)[3] + 1e-6
+    family = {least_sure, *near}
+    assert len(family & {p["text"] for p in unsure}) >= 2  # uncertainty alone takes near-duplicates
+    diverse = {p["text"] for p in picks["diverse"]}
+    assert len(family & diverse) == 1  # diverse takes one of them
+    tsv = tmp_path / "new.tsv"
+    write_rows(tsv, [(r["id"], r["text"]) for r in rows], header=("id", "text"))
+    select_file(out, tsv, tmp_path / "picks.tsv", budget=2)
+    header, *lines = (tmp_path / "picks.tsv").read_text(encoding="utf-8").splitlines()
+    assert header.split("\t") == ["id", "text", "line", "score", "reason"] and len(lines) == 2
+    with pytest.raises(SentiError, match="cannot hold the scores"):
+        select_file(out, src, tmp_path / "picks.txt", budget=2)
+
+
+def test_replay_keeps_the_label_set_records_lineage_and_refuses_new_labels(tiny_checkpoint, tmp_path):
+    ckpt, old_data = tiny_checkpoint
+    new = write_folder(tmp_path / "new", synthetic_rows(80, seed=51), synthetic_rows(20, seed=52))
+    metrics = train_tiny(tmp_path / "continued", new, model=str(ckpt), replay=str(old_data), replay_ratio=2.0,
+                         epochs=1)
+    assert metrics["data"]["replayed_rows"] == 160
+    meta = json.loads((tmp_path / "continued" / layout.CHECKPOINT_META).read_text(encoding="utf-8"))
+    assert meta["labels"] == ["negative", "positive"]
+    assert meta["lineage"]["parent"] == str(ckpt.resolve()) and meta["lineage"]["replay"] == str(old_data)
+    assert meta["lineage"]["replayed_rows"] == 160 and len(meta["lineage"]["parent_version"]) == 12
+    emotions = write_folder(tmp_path / "emo", synthetic_rows(60, EMOTIONS), synthetic_rows(12, EMOTIONS))
+    with pytest.raises(SentiError, match="label\\(s\\) anger, disgust, fear, joy, sadness, surprise are not among"):
+        train_tiny(tmp_path / "bad", emotions, model=str(ckpt))
+
+
+def test_reload_swaps_models_under_load_without_losing_a_request(_exported, tiny_checkpoint, tmp_path):
+    """SIGHUP and the admin endpoint both swap in a re-exported model between batches; a broken export leaves
+    the old one serving and says why; the admin endpoint wants the API key."""
+    out, _ = _exported
+    ckpt, data = tiny_checkpoint
+    live = tmp_path / "live"
+    shutil.copytree(out, live)
+    retrained = train_tiny(tmp_path / "retrained", data, seed=99, epochs=1)  # different weights: another version
+    assert retrained["best"]
+    with running_server(live, "--max-wait-ms", "20") as (base, proc):
+        first = httpx.get(f"{base}/readyz").json()["model_version"]
+        results = {"codes": [], "versions": set()}
+
+        async def load(seconds: float):  # bounded: a fixed time, 8 clients, loopback only
+            deadline = time.monotonic() + seconds
+            async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=30) as http:
+                async def client():
+                    while time.monotonic() < deadline:
+                        r = await http.post("/v1/predict", json={"texts": ["非常好很满意", "太差了很失望"]})
+                        results["codes"].append(r.status_code)
+                        if r.status_code == 200:
+                            results["versions"].add(r.json()["model_version"])
+                await asyncio.gather(*(client() for _ in range(8)))
+
+        async def reload_during_load():
+            task = asyncio.create_task(load(6.0))
+            await asyncio.sleep(1.0)
+            export_tiny(tmp_path / "retrained", live, overwrite=True)  # the new export replaces the folder
+            proc.send_signal(signal.SIGHUP)
+            await task
+
+        asyncio.run(reload_during_load())
+        second = httpx.get(f"{base}/readyz").json()
+        assert second["model_version"] != first and second["reload"]["ok"] and second["reload"]["trigger"] == "SIGHUP"
+        assert results["codes"] and set(results["codes"]) == {200}, "a request failed during the reload"
+        assert results["versions"] == {first, second["model_version"]}
+        assert httpx.post(f"{base}/v1/admin/reload").status_code == 401
+        (live / layout.ONNX_FILES["onnx"]).write_bytes(b"not a model")  # a broken export
+        broken = httpx.post(f"{base}/v1/admin/reload", headers=AUTH)
+        assert broken.status_code == 409 and broken.json()["serving"] == second["model_version"]
+        ready = httpx.get(f"{base}/readyz").json()
+        assert ready["model_version"] == second["model_version"] and ready["reload"]["ok"] is False
+        assert ready["reload"]["error"]
+        answer = httpx.post(f"{base}/v1/predict", json={"texts": ["非常好很满意"]}, headers=AUTH)
+        assert answer.status_code == 200 and answer.json()["model_version"] == second["model_version"]
