@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, user_errors
-from senti.toolkit.select import STRATEGIES
+from senti.toolkit.selection import STRATEGIES
 
 app = typer.Typer()
 Strategy = choices("Strategy", STRATEGIES)
@@ -30,7 +30,7 @@ def select(
 ):
     """Pick the reviews worth labelling (uncertain, not duplicated), keeping their ids and columns."""
     quiet()
-    from senti.toolkit.select import select_file
+    from senti.toolkit.selection import select_file
 
     with user_errors():
         result = select_file(model, input, output, budget, strategy.value, seed, text_column, trust_pickle)

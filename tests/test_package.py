@@ -197,3 +197,11 @@ def test_a_normal_install_holds_only_the_senti_namespace(tmp_path):
     """, tmp_path, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines() == [str(site / "senti" / "serving" / "__init__.py"), "no bare serving"]
+
+
+def test_no_toolkit_module_shadows_the_standard_library():
+    """toolkit/distributed.py runs as a script for paddle.distributed.launch, so toolkit/ is first on the
+    workers' sys.path: a module named like a standard-library one would replace it there."""
+    stdlib = set(sys.stdlib_module_names)
+    clashes = [p.name for p in (ROOT / "toolkit").glob("*.py") if p.stem in stdlib]
+    assert not clashes, clashes

