@@ -45,7 +45,7 @@ def _write_tsv(path: Path, rows) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def _finetune(parent: Path, picks, dev_rows, old: str, seed: int, out: Path, say) -> Path:
+def _finetune(parent: Path, picks, dev_rows, old: str, seed: int, out: Path, say, lr: float | None = None) -> Path:
     from senti.toolkit.config import TrainConfig
     from senti.toolkit.train import run_training
 
@@ -53,7 +53,7 @@ def _finetune(parent: Path, picks, dev_rows, old: str, seed: int, out: Path, say
     _write_tsv(data / "train.tsv", picks)
     _write_tsv(data / "dev.tsv", dev_rows)
     run_training(TrainConfig(model=str(parent), dataset=str(data), output_dir=str(out), epochs=3, batch_size=32,
-                             replay=old, replay_ratio=1.0, seed=seed, device="cpu", overwrite=True),
+                             lr=lr, replay=old, replay_ratio=1.0, seed=seed, device="cpu", overwrite=True),
                  say=lambda _: None)
     return out
 
@@ -67,6 +67,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--dev-rows", type=int, default=300, help="labelled surge dev texts for model selection")
     parser.add_argument("--output", default="runs/surge")
+    parser.add_argument("--lr", type=float, default=None, help="fine-tuning rate (default: senti train's default)")
     args = parser.parse_args(argv)
     from senti.serving.runtime import configure_runtime
 
@@ -88,7 +89,7 @@ def main(argv=None) -> dict:
     surge = load_splits(args.surge, seed=SURGE_SEED)
     old_test = load_splits(args.old).test
     pool, dev_rows, surge_test = surge.train, surge.dev[: args.dev_rows], surge.test
-    report = {"model": str(parent), "old": args.old, "surge": args.surge, "pool": len(pool),
+    report = {"model": str(parent), "old": args.old, "surge": args.surge, "lr": args.lr, "pool": len(pool),
               "surge_test": len(surge_test), "old_test": len(old_test), "runs": []}
     export = out / "export"
     export_checkpoint(ExportConfig(model=str(parent), output_dir=str(export), quantize="int8", overwrite=True),
@@ -113,19 +114,21 @@ def main(argv=None) -> dict:
             for seed in [int(s) for s in args.seeds.split(",")]:
                 picked = pick(texts, probs_pool, predictor.labels, budget, strategy, seed=seed)
                 rows = [pool[i] for i, _, _ in picked]
-                ckpt = _finetune(parent, rows, dev_rows, args.old, seed, out / f"{strategy}-{budget}-{seed}", say)
+                ckpt = _finetune(parent, rows, dev_rows, args.old, seed, out / f"{strategy}-{budget}-{seed}", say,
+                                 args.lr)
                 run = {"budget": budget, "strategy": strategy, "seed": seed,
                        "surge_test_accuracy": _accuracy(ckpt, surge_test), "old_test_accuracy": _accuracy(ckpt, old_test)}
                 report["runs"].append(run)
                 say(json.dumps(run))
                 shutil.rmtree(ckpt)
                 (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    report["loop"] = _timed_loop(parent, export, pool, probs_pool, predictor.labels, dev_rows, args.old, out, say)
+    report["loop"] = _timed_loop(parent, export, pool, probs_pool, predictor.labels, dev_rows, args.old, out, say,
+                                 args.lr)
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return report
 
 
-def _timed_loop(parent, export, pool, probs_pool, labels, dev_rows, old, out, say) -> dict:
+def _timed_loop(parent, export, pool, probs_pool, labels, dev_rows, old, out, say, lr) -> dict:
     """select 500 (uncertainty) + fine-tune + export + reload into a live server under 32 clients."""
     import httpx
 
@@ -167,7 +170,7 @@ def _timed_loop(parent, export, pool, probs_pool, labels, dev_rows, old, out, sa
             timings["select_s"] = time.perf_counter() - t0
             t1 = time.perf_counter()
             ckpt = await asyncio.to_thread(_finetune, parent, [pool[i] for i, _, _ in picked], dev_rows, old, 1,
-                                           out / "loop-checkpoint", say)
+                                           out / "loop-checkpoint", say, lr)
             timings["train_s"] = time.perf_counter() - t1
             t2 = time.perf_counter()
             await asyncio.to_thread(export_checkpoint, ExportConfig(model=str(ckpt), output_dir=str(live),

@@ -1,0 +1,101 @@
+"""The HTTP edges of `senti serve`, below the app: whole bodies bounded in size and time, every response
+counted, and headers that must arrive in time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+PREDICT_PATH = "/v1/predict"
+
+
+async def _send_json(send, status: int, body: dict) -> None:
+    payload = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class Guard:
+    """Pure ASGI middleware in front of the app: reads the whole body first, bounded in size (413) and time
+    (408), so the app never sees a partial one; and counts every /v1/predict response by status."""
+
+    def __init__(self, app, limit: int, timeout_s: float, count_status):
+        self.app, self.limit, self.timeout_s, self.count_status = app, limit, timeout_s, count_status
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if scope["path"] == PREDICT_PATH:
+            send = self._counting(send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return await _send_json(send, 413, {"detail": f"request body over {self.limit} bytes"})
+        chunks, size, deadline = [], 0, time.monotonic() + self.timeout_s
+        while True:
+            try:
+                message = await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0))
+            except asyncio.TimeoutError:
+                return await _send_json(send, 408, {"detail": f"request body not received within "
+                                                              f"{self.timeout_s:g} s"})
+            if message["type"] == "http.disconnect":
+                return  # the client left before sending its request: nothing to answer
+            size += len(message.get("body", b""))
+            if size > self.limit:  # chunked bodies have no Content-Length to refuse up front
+                return await _send_json(send, 413, {"detail": f"request body over {self.limit} bytes"})
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body, delivered = b"".join(chunks), False
+
+        async def replay():
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: waits for http.disconnect
+
+        await self.app(scope, replay, send)
+
+    def _counting(self, send):
+        async def counted(message):
+            if message["type"] == "http.response.start":
+                self.count_status(message["status"])
+            await send(message)
+
+        return counted
+
+
+def header_timeout_protocol(seconds: float):
+    """uvicorn's h11 protocol, closing a connection whose request line and headers are not complete in time
+    (uvicorn bounds only idle keep-alive connections; a client trickling headers would be held forever)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderTimeoutProtocol(H11Protocol):
+        _header_timer = None
+
+        def _arm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            self._header_timer = self.loop.call_later(seconds, self._headers_late)
+
+        def _headers_late(self) -> None:
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()  # headers still incomplete: nothing to answer, the peer is too slow
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            super().connection_lost(exc)
+
+    return HeaderTimeoutProtocol
