@@ -1,37 +1,61 @@
-"""Serving suite: in-process Predictor throughput against `senti serve` under concurrent load, one run.
+"""Serving suite: what `senti serve` costs beyond the model, in CPU-seconds per text and in wall-clock.
 
-The server runs as its own process on 127.0.0.1; the load generator is a bounded number of
-asyncio clients sending a fixed number of requests, so the run stops by itself.
+Efficiency = CPU-seconds per text in process / CPU-seconds per text through the server, the server's
+CPU summed over its process tree (workers included) and read from the OS, for the same model, backend
+and texts in one run; 1.0 means the HTTP layer costs nothing. On a 2-core machine a wall-clock ratio
+also measures the load generator, so that runs in its own process (`loadgen.py`, raw asyncio sockets)
+and its CPU share is reported beside. Everything talks to 127.0.0.1 and stops by itself.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
+import json
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from senti.benchmarks.markdown import number, table
 from senti.benchmarks.timing import summarize
 
+LOADGEN = Path(__file__).resolve().parent / "loadgen.py"
+STUDENT_SHAPE = "3l-128h"  # the shape a team deploys after distillation, measured beside the bench's model
 
-def in_process(export_dir: Path, texts: list[str], backend: str, batch_size: int, threads: int,
-               repeats: int = 3) -> dict:
+
+def _tree_cpu(pid: int) -> float:
+    """User + system CPU-seconds of a process and all its descendants, from the OS."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def in_process(export_dir: Path, texts: list[str], batch_size: int, threads: int, repeats: int = 3) -> dict:
+    """The same texts scored by a Predictor in this process: texts/s and CPU-seconds per text (medians)."""
     from senti.serving import Predictor
 
-    predictor = Predictor.load(export_dir, backend=backend, threads=threads)
+    predictor = Predictor.load(export_dir, threads=threads)
     predictor.predict(texts[:batch_size], batch_size=batch_size)
-    seconds = []
+    walls, cpus = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        w0, c0 = time.perf_counter(), time.process_time()
         predictor.predict(texts, batch_size=batch_size)
-        seconds.append(time.perf_counter() - t0)
-    return {"texts": len(texts), "seconds": seconds, "texts_per_s": len(texts) / float(np.median(seconds))}
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    return {"texts": len(texts), "backend": predictor.backend_name, "texts_per_s": len(texts) / float(np.median(walls)),
+            "cpu_s_per_text": float(np.median(cpus)) / len(texts)}
 
 
 def _free_port() -> int:
@@ -40,20 +64,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def through_server(export_dir: Path, texts: list[str], backend: str, threads: int, clients: int = 32,
-                   requests: int = 2000, texts_per_request: int = 4, max_batch_size: int = 32,
-                   max_wait_ms: float = 5.0) -> dict:
-    """Start `senti serve` on loopback, send `requests` requests from `clients` clients, stop it."""
+def through_server(export_dir: Path, texts: list[str], threads: int, clients: int = 32, requests: int = 2000,
+                   texts_per_request: int = 4, max_batch_size: int = 32, max_wait_ms: float = 5.0, workers: int = 1,
+                   ort_spinning: bool = False) -> dict:
+    """Start `senti serve` on loopback, send `requests` requests from `clients` clients (own process), stop it."""
     import httpx
 
-    # httpx logs every request at INFO, and PaddleNLP's import sets the root logger to INFO
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "senti.cli", "serve", "--model", str(export_dir), "--port", str(port),
-         "--backend", backend, "--threads", str(threads), "--max-batch-size", str(max_batch_size),
-         "--max-wait-ms", str(max_wait_ms), "--max-queue", str(clients * texts_per_request * 4)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    command = [sys.executable, "-m", "senti.cli", "serve", "--model", str(export_dir), "--port", str(port),
+               "--threads", str(max(1, threads // workers)), "--max-batch-size", str(max_batch_size),
+               "--max-wait-ms", str(max_wait_ms), "--max-queue", str(clients * texts_per_request * 4),
+               "--workers", str(workers), "--ort-spinning" if ort_spinning else "--no-ort-spinning"]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -65,26 +87,19 @@ def through_server(export_dir: Path, texts: list[str], backend: str, threads: in
                     break
             except httpx.TransportError:
                 time.sleep(0.2)
-        latencies, errors = [], []
-
-        async def client(worker: int, http):
-            for n in range(worker, requests, clients):
-                chosen = [texts[(n * texts_per_request + k) % len(texts)] for k in range(texts_per_request)]
-                t0 = time.perf_counter()
-                response = await http.post("/v1/predict", json={"texts": chosen})
-                latencies.append(time.perf_counter() - t0)
-                if response.status_code != 200:
-                    errors.append(response.status_code)
-
-        async def main():
-            limits = httpx.Limits(max_connections=clients)
-            async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as http:
-                await http.post("/v1/predict", json={"texts": texts[:max_batch_size]})  # warm-up
-                t0 = time.perf_counter()
-                await asyncio.gather(*(client(w, http) for w in range(clients)))
-                return time.perf_counter() - t0
-
-        wall = asyncio.run(main())
+        for _ in range(4 * workers):  # warm-up, every worker
+            httpx.post(f"{base}/v1/predict", json={"texts": texts[:max_batch_size]}, timeout=60)
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = Path(tmp) / "spec.json"
+            spec.write_text(json.dumps({"port": port, "clients": clients, "requests": requests,
+                                        "texts_per_request": texts_per_request, "texts": texts}), encoding="utf-8")
+            cpu_before = _tree_cpu(proc.pid)
+            load = subprocess.run([sys.executable, str(LOADGEN), str(spec)], capture_output=True, text=True,
+                                  timeout=1800)
+            server_cpu = _tree_cpu(proc.pid) - cpu_before
+        if load.returncode != 0:
+            raise RuntimeError(f"load generator failed: {load.stderr[-2000:]}")
+        result = json.loads(load.stdout)
         metrics = httpx.get(f"{base}/metrics").text
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -92,45 +107,77 @@ def through_server(export_dir: Path, texts: list[str], backend: str, threads: in
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    batch_count = next(float(line.split()[-1]) for line in metrics.splitlines()
-                       if line.startswith("senti_batch_size_count"))
-    batch_sum = next(float(line.split()[-1]) for line in metrics.splitlines()
-                     if line.startswith("senti_batch_size_sum"))
-    return {"clients": clients, "requests": requests, "texts_per_request": texts_per_request, "errors": len(errors),
-            "wall_seconds": wall, "requests_per_s": requests / wall,
-            "texts_per_s": requests * texts_per_request / wall, "latency_ms": summarize(latencies),
-            "mean_model_batch": batch_sum / max(batch_count, 1)}
+    batches = [float(line.split()[-1]) for line in metrics.splitlines()
+               if line.startswith(("senti_batch_size_count", "senti_batch_size_sum"))]
+    texts_sent = requests * texts_per_request
+    wall = result["wall_seconds"]
+    return {"clients": clients, "requests": requests, "texts_per_request": texts_per_request, "workers": workers,
+            "ort_spinning": ort_spinning, "errors": len(result["errors"]), "wall_seconds": wall,
+            "requests_per_s": requests / wall, "texts_per_s": texts_sent / wall,
+            "latency_ms": summarize(result["latencies"]), "server_cpu_s_per_text": server_cpu / texts_sent,
+            "loadgen_cpu_share": result["cpu_seconds"] / (result["cpu_seconds"] + server_cpu),
+            "mean_model_batch": batches[1] / max(batches[0], 1) if len(batches) == 2 else None}
 
 
-def bench_serving(export_dir: Path, texts: list[str], backend: str = "onnx", threads: int = 2, **load) -> dict:
-    """Both measurements and their ratio, from one run on the same machine and model."""
-    direct = in_process(export_dir, texts, backend, load.get("max_batch_size", 32), threads)
-    served = through_server(export_dir, texts, backend, threads, **load)
-    return {"suite": "serve", "backend": backend, "in_process": direct, "server": served,
-            "server_over_in_process": served["texts_per_s"] / direct["texts_per_s"]}
+def bench_serving(export_dir: Path, texts: list[str], threads: int = 2, shape: str = "", **load) -> dict:
+    """In process and through the server, on the same texts, in one run; efficiency in CPU and wall-clock."""
+    sent = [texts[(n * load.get("texts_per_request", 4) + k) % len(texts)]
+            for n in range(load.get("requests", 2000)) for k in range(load.get("texts_per_request", 4))]
+    direct = in_process(export_dir, sent, load.get("max_batch_size", 32), threads)
+    served = through_server(export_dir, texts, threads, **load)
+    return {"suite": "serve", "shape": shape, "backend": direct["backend"], "in_process": direct, "server": served,
+            "server_over_in_process": served["texts_per_s"] / direct["texts_per_s"],
+            "cpu_efficiency": direct["cpu_s_per_text"] / served["server_cpu_s_per_text"]}
 
 
 def run(ctx) -> list[dict]:
-    """The suite: `senti serve` under a concurrent loopback load against the in-process Predictor (CPU only)."""
+    """The suite: the bench's model and the 3l-128h student shape; 1 and 2 workers and spinning on the student."""
+    from senti.benchmarks.models import resolve_model
+
     if ctx.device == "gpu":
         return []
     config = ctx.config
     texts = [e.text for e in ctx.splits.dev][: config.infer_texts]
     load = dict(clients=32, requests=300 if config.quick else 1000, texts_per_request=4)
-    record = bench_serving(ctx.export_dir, texts, backend="onnx", threads=ctx.threads, **load)
-    ctx.say(f"serve: {record['server']['texts_per_s']:.0f} texts/s through HTTP, "
-            f"{record['in_process']['texts_per_s']:.0f} in process ({record['server_over_in_process']:.0%})")
-    return [record]
+    exports = {config.model: ctx.export_dir}
+    if not config.quick and config.model != STUDENT_SHAPE:
+        train = ctx.splits.train
+        exports[STUDENT_SHAPE] = resolve_model(STUDENT_SHAPE, ctx.out / "models", [e.text for e in train],
+                                               ctx.splits.labels, [e.label for e in train], say=ctx.say)[1]
+    variants = [(shape, {}) for shape in exports]
+    if not config.quick:  # measured on the smallest model, where the layers around it weigh most
+        student = STUDENT_SHAPE if STUDENT_SHAPE in exports else config.model
+        variants += [(student, {"workers": 2}), (student, {"ort_spinning": True})]
+    records = []
+    for shape, options in variants:
+        record = bench_serving(exports[shape], texts, threads=ctx.threads, shape=shape, **load, **options)
+        s = record["server"]
+        ctx.say(f"serve {shape} ({s['workers']} worker(s), spinning {'on' if s['ort_spinning'] else 'off'}): "
+                f"CPU efficiency {record['cpu_efficiency']:.2f}, {s['texts_per_s']:.0f} texts/s through HTTP against "
+                f"{record['in_process']['texts_per_s']:.0f} in process ({record['server_over_in_process']:.0%})")
+        records.append(record)
+    return records
 
 
 def report(results) -> list[str]:
-    lines = []
+    rows = []
     for r in results.by_suite("serve"):
         s, d = r["server"], r["in_process"]
-        lines += ["", "## Serving", "", f"In process (Predictor, batch 32): {d['texts_per_s']:,.0f} texts/s. "
-                  f"Through `senti serve` ({s['clients']} clients, {s['requests']} requests of "
-                  f"{s['texts_per_request']} texts, {s['errors']} errors): {s['texts_per_s']:,.0f} texts/s "
-                  f"({r['server_over_in_process']:.0%} of in process), latency p50 {s['latency_ms']['p50']:.1f} ms, "
-                  f"p95 {s['latency_ms']['p95']:.1f} ms, p99 {s['latency_ms']['p99']:.1f} ms; mean model batch "
-                  f"{s['mean_model_batch']:.1f} texts."]
-    return lines
+        rows.append([r.get("shape", ""), r["backend"], s.get("workers", 1), "on" if s.get("ort_spinning") else "off",
+                     number(d["texts_per_s"], 0), number(s["texts_per_s"], 0), f"{r['server_over_in_process']:.0%}",
+                     f"{1e3 * d['cpu_s_per_text']:.3f}" if "cpu_s_per_text" in d else "—",
+                     f"{1e3 * s['server_cpu_s_per_text']:.3f}" if "server_cpu_s_per_text" in s else "—",
+                     f"{r['cpu_efficiency']:.2f}" if "cpu_efficiency" in r else "—",
+                     f"{s['loadgen_cpu_share']:.0%}" if "loadgen_cpu_share" in s else "—",
+                     f"{s['latency_ms']['p50']:.1f} / {s['latency_ms']['p95']:.1f} / {s['latency_ms']['p99']:.1f}",
+                     s["errors"], number(s.get("mean_model_batch"))])
+    if not rows:
+        return []
+    first = results.by_suite("serve")[0]["server"]
+    return ["", "## Serving", "", f"{first['clients']} loopback clients, {first['requests']} requests of "
+            f"{first['texts_per_request']} texts each, from a load generator in its own process; in process: a "
+            "Predictor on the same texts, batch 32. CPU efficiency = CPU-seconds per text in process / CPU-seconds "
+            "per text of the server's process tree (workers included), from the OS.", "",
+            table(["shape", "backend", "workers", "ORT spinning", "in process texts/s", "server texts/s", "wall ratio",
+                   "CPU ms/text in process", "CPU ms/text server", "CPU efficiency", "load generator CPU share",
+                   "p50 / p95 / p99 ms", "errors", "mean model batch"], rows)]

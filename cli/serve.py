@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -36,12 +37,17 @@ def serve(
         help="Name of an environment variable holding the API key clients must send.")] = None,
     long_text: Annotated[LongText, typer.Option(help="Texts over max_seq_len: cut, or average windows.")] =
         LongText.truncate,
+    workers: Annotated[int, typer.Option(help="Processes sharing the port, each with its own model and "
+                                              "threads (all cores / N by default).", min=1)] = 1,
+    ort_spinning: Annotated[bool, typer.Option(help="Let ONNX Runtime's threads busy-wait between calls (faster "
+                                                    "on idle cores, slower when the event loop shares them).")] = False,
 ):
     """HTTP API: POST /v1/predict with dynamic batching; /healthz, /readyz, /metrics, /docs."""
-    import os
+    from dataclasses import asdict
 
     quiet_warnings()
     from senti.serving import Predictor
+    from senti.serving.runtime import available_cores
     from senti.serving.server import ServerConfig, serve as run_server
 
     api_key = None
@@ -49,15 +55,25 @@ def serve(
         api_key = os.environ.get(api_key_env)
         if not api_key:
             raise fail(f"--api-key-env {api_key_env}: that environment variable is not set")
+    per_worker = threads or max(1, available_cores() // workers)
+    options = dict(backend=backend.value, device=device, threads=per_worker, long_text=long_text.value,
+                   max_windows=max_windows_per_text, ort_spinning=ort_spinning)
     with user_errors():
         config = ServerConfig(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_queue=max_queue,
                               max_texts=max_texts, max_windows=max_windows, max_body_bytes=max_body_bytes,
                               body_timeout_s=body_timeout_s, header_timeout_s=body_timeout_s, api_key=api_key)
-        def load():  # at start, and again on SIGHUP or POST /v1/admin/reload
-            return Predictor.load(model, backend=backend.value, device=device, threads=threads,
-                                  long_text=long_text.value, max_windows=max_windows_per_text)
 
-        predictor = load()
+        def load():  # at start, and again on SIGHUP or POST /v1/admin/reload
+            return Predictor.load(model, **options)
+
+        predictor = load()  # also checks the export before any worker starts
     console.print(f"serving {model} ({predictor.backend_name}, version {predictor.version}) on http://{host}:{port} "
-                  "(docs: /docs; SIGHUP or POST /v1/admin/reload loads the export anew)")
+                  f"with {workers} worker(s) x {per_worker} threads (docs: /docs; SIGHUP or POST /v1/admin/reload "
+                  "loads the export anew)")
+    spec = {"model": str(model), "load": options, "api_key_env": api_key_env,
+            "server": {k: v for k, v in asdict(config).items() if k != "api_key"}}
+    if workers > 1:
+        del predictor  # each worker loads its own
+        run_server(None, config, host=host, port=port, workers=workers, worker_spec=spec)
+        return
     run_server(predictor, config, host=host, port=port, reload=load)

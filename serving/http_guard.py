@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 PREDICT_PATH = "/v1/predict"
 
@@ -67,35 +71,35 @@ class Guard:
         return counted
 
 
-def header_timeout_protocol(seconds: float):
-    """uvicorn's h11 protocol, closing a connection whose request line and headers are not complete in time
-    (uvicorn bounds only idle keep-alive connections; a client trickling headers would be held forever)."""
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+HEADER_TIMEOUT_ENV = "SENTI_HEADER_TIMEOUT_S"  # read by each (worker) process; set by senti.serving.server.serve
 
-    class HeaderTimeoutProtocol(H11Protocol):
-        _header_timer = None
 
-        def _arm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-            self._header_timer = self.loop.call_later(seconds, self._headers_late)
+class HeaderTimeoutProtocol(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection whose request line and headers are not complete within
+    SENTI_HEADER_TIMEOUT_S (default 10) seconds: uvicorn bounds only idle keep-alive connections, so a client
+    trickling headers would be held forever. A module-level class, so uvicorn's worker processes can import it."""
 
-        def _headers_late(self) -> None:
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self.transport.close()  # headers still incomplete: nothing to answer, the peer is too slow
+    _header_timer = None
 
-        def connection_made(self, transport) -> None:
-            super().connection_made(transport)
-            self._arm()
+    def _arm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        seconds = float(os.environ.get(HEADER_TIMEOUT_ENV, "10"))
+        self._header_timer = self.loop.call_later(seconds, self._headers_late)
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._arm()
+    def _headers_late(self) -> None:
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()  # headers still incomplete: nothing to answer, the peer is too slow
 
-        def connection_lost(self, exc) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-            super().connection_lost(exc)
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._arm()
 
-    return HeaderTimeoutProtocol
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm()
+
+    def connection_lost(self, exc) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        super().connection_lost(exc)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +53,10 @@ class Prediction:
     unknown_tokens: int = 0  # of which [UNK]: characters outside the model's vocabulary (a drift signal)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        # by hand: dataclasses.asdict deep-copies, a measurable cost per text in a server's answers
+        return {"label": self.label, "score": self.score, "probabilities": self.probabilities,
+                "truncated": self.truncated, "windows": self.windows, "tokens": self.tokens,
+                "unknown_tokens": self.unknown_tokens}
 
 
 def export_version(export_dir: Path) -> str:
@@ -98,12 +101,13 @@ class Predictor:
     @classmethod
     def load(cls, export_dir, backend: str = "auto", device: str = "cpu", threads: int | None = None,
              long_text: str = "truncate", stride: int | None = None, max_windows: int = MAX_WINDOWS_PER_TEXT,
-             **backend_options) -> Predictor:
+             ort_spinning: bool = True, **backend_options) -> Predictor:
         """Open `export_dir` with the named backend (`auto`, `onnx`, `onnx-opt`, `onnx-int8`, `onnx-fp16`, `paddle`).
 
         `long_text="window"` scores texts longer than max_seq_len as overlapping windows (each
         `stride` tokens after the last; default half a window) and averages their logits; a text that
-        would need more than `max_windows` windows is refused (`InvalidText`).
+        would need more than `max_windows` windows is refused (`InvalidText`). `ort_spinning=False` keeps
+        ONNX Runtime's threads from busy-waiting between calls (for servers sharing cores with other work).
         """
         configure_runtime(threads)  # before the runtime (and paddle, if used) start their thread pools
         from senti.serving.backends import open_backend
@@ -112,6 +116,8 @@ class Predictor:
             raise SentiError(f"long_text must be one of {', '.join(LONG_TEXT_MODES)}; got '{long_text}'")
         meta = read_export_meta(export_dir)
         name = choose_backend(meta, device) if backend == "auto" else backend
+        if name != "paddle":
+            backend_options.setdefault("allow_spinning", ort_spinning)
         runner = open_backend(Path(export_dir), name, threads=threads, device=device, **backend_options)
         window = meta.max_seq_len - 2
         stride = stride or max(1, window // 2)

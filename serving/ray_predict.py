@@ -65,6 +65,15 @@ class ScoreBatch:
         return out
 
 
+def rows_per_actor_call(rows: int, actors: int, model_batch: int) -> int:
+    """Rows Ray hands an actor per call. Each call costs Ray a task dispatch and a block (de)serialization,
+    fixed costs that a small model's batch does not hide, so calls are large (up to 4,096 rows); but at least
+    4 calls per actor, so a small input still spreads over the actors and the last call is not alone for long;
+    and a whole number of model batches."""
+    per_call = max(model_batch, min(4096, rows // max(1, 4 * actors)))
+    return max(model_batch, per_call // model_batch * model_batch)
+
+
 def quiet_ray_data() -> None:
     """Before Ray Data loads: its INFO progress lines flood a non-interactive log. Ray Data re-applies its
     logging config on every execution, resetting levels set in code; this variable wins over that config."""
@@ -185,6 +194,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
 
     ds = _read(ray, paths, kind, text_column, id_column, light)
     rows_in = ds.count()
+    rows_per_call = rows_per_actor_call(rows_in, actors, batch_size)
     if id_column is None:
         # No ids in the input: number the rows by their position (files in sorted order), via Ray's own zip.
         id_column = "_row"
@@ -193,7 +203,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
         ScoreBatch, fn_constructor_kwargs=dict(export_dir=str(export_dir), backend=backend,
                                                threads=threads_per_actor, text_column=text_column,
                                                id_column=id_column, batch_size=batch_size),
-        batch_size=max(batch_size, 256), batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
+        batch_size=rows_per_call, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
         num_cpus=reserve,
         # On this machine alone a crashed actor would only crash again: no restarts, which also spares the
         # driver Ray's warning about restartable actors whose constructor arguments live in the object store.
@@ -206,7 +216,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     else:
         scored.write_json(dest, ray_remote_args=light)
     total_s = time.perf_counter() - started
-    return {"rows_in": rows_in, "rows_out": rows_out, "errors": errors, "actors": actors,
+    return {"rows_in": rows_in, "rows_out": rows_out, "errors": errors, "actors": actors, "rows_per_call": rows_per_call,
             "threads_per_actor": threads_per_actor, "cpus": cpus, "ray_startup_s": startup_s,
             "total_s": total_s, "output": dest}
 

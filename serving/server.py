@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
+import os
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from senti.serving.batcher import Batcher, QueueFull
 from senti.serving.drift import CONFIDENCE_BUCKETS
 from senti.serving.errors import SentiError
-from senti.serving.http_guard import PREDICT_PATH, Guard, header_timeout_protocol
+from senti.serving.http_guard import HEADER_TIMEOUT_ENV, PREDICT_PATH, Guard, HeaderTimeoutProtocol
 from senti.serving.predictor import text_problem
 
 log = logging.getLogger("senti.serve")
@@ -229,8 +231,12 @@ def create_app(predictor, config: ServerConfig, reload=None):
             except Exception as err:
                 fail(500, "model", f"model call failed: {type(err).__name__}")
         latency.observe(time.perf_counter() - started)
-        return {"labels": scored_by.labels, "backend": scored_by.backend_name, "model_version": scored_by.version,
-                "predictions": [r.to_json() for r in results]}
+        # Encoded here, once: FastAPI would validate the response against PredictResponse and re-encode every
+        # probability through jsonable_encoder, a per-request cost next to a small model's (the schema stays
+        # in the OpenAPI docs through response_model).
+        payload = {"labels": scored_by.labels, "backend": scored_by.backend_name, "model_version": scored_by.version,
+                   "predictions": [r.to_json() for r in results]}
+        return Response(json.dumps(payload, ensure_ascii=False, separators=(",", ":")), media_type="application/json")
 
     @app.post("/v1/admin/reload", responses={401: {"description": "missing or wrong API key"},
                                              409: {"description": "the new export failed; the old model serves"}})
@@ -281,12 +287,40 @@ def check_recorded_parity(predictor) -> None:
                          f"(max |logit diff| {worst:.2e}, label agreement {agree:.2f})")
 
 
+WORKER_SPEC_ENV = "SENTI_SERVE_WORKER_SPEC"  # how each worker process loads its model (JSON), set by serve()
+
+
+def app_from_environment():
+    """The app of one worker process (`--workers N`): its own Predictor and thread budget, from the spec the
+    supervisor left in the environment (the API key stays in the variable the user named)."""
+    from senti.serving.predictor import Predictor
+
+    spec = json.loads(os.environ[WORKER_SPEC_ENV])
+    api_key = os.environ.get(spec["api_key_env"]) if spec.get("api_key_env") else None
+
+    def load():
+        return Predictor.load(spec["model"], **spec["load"])
+
+    asgi, _ = create_app(load(), ServerConfig(**spec["server"], api_key=api_key), load)
+    return asgi
+
+
 def serve(predictor, config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning",
-          reload=None):
-    """Run until SIGINT/SIGTERM; uvicorn then stops accepting and finishes the requests in flight."""
+          reload=None, workers: int = 1, worker_spec: dict | None = None):
+    """Run until SIGINT/SIGTERM; uvicorn then stops accepting and finishes the requests in flight.
+
+    `workers` > 1 starts that many processes sharing the port, each loading its own model per `worker_spec`
+    ({"model", "load": Predictor.load options, "server": ServerConfig fields but the key, "api_key_env"}).
+    """
     import uvicorn
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    os.environ[HEADER_TIMEOUT_ENV] = str(config.header_timeout_s)
+    if workers > 1:
+        os.environ[WORKER_SPEC_ENV] = json.dumps(worker_spec)
+        uvicorn.run("senti.serving.server:app_from_environment", factory=True, workers=workers, host=host, port=port,
+                    log_level=log_level, access_log=False, timeout_graceful_shutdown=30, http=HeaderTimeoutProtocol)
+        return
     asgi, _ = create_app(predictor, config, reload)
     uvicorn.run(asgi, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
-                http=header_timeout_protocol(config.header_timeout_s))
+                http=HeaderTimeoutProtocol)

@@ -59,6 +59,7 @@ def test_every_suite_is_recorded_with_positive_finite_numbers(bench_run):
     assert not [r for r in data["records"] if r.get("beats_ceiling")]
     serve = next(r for r in data["records"] if r["suite"] == "serve")
     assert serve["server"]["errors"] == 0 and serve["server_over_in_process"] > 0
+    assert 0 < serve["cpu_efficiency"] and 0 < serve["server"]["loadgen_cpu_share"] < 1  # CPU from the OS
     ray_record = next(r for r in data["records"] if r["suite"] == "ray")
     if "skipped" not in ray_record:
         assert ray_record["rows_out"] == ray_record["rows"] == 1000 and ray_record["errors"] == 0

@@ -1,0 +1,59 @@
+"""The production path's options (issue 14): several server workers sharing a port, ONNX Runtime's spinning
+setting, and Ray's call size, on loopback with bounded loads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import psutil
+from conftest import PARITY
+from test_server import AUTH, running_server
+
+from senti.serving import Predictor
+
+
+def _bounded_load(base: str, texts: list[str], requests: int = 40, clients: int = 8) -> list:
+    async def main():
+        async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=60) as http:
+            async def client(worker):
+                return [await http.post("/v1/predict", json={"texts": [texts[n % len(texts)]]})
+                        for n in range(worker, requests, clients)]
+            return [r for rs in await asyncio.gather(*(client(w) for w in range(clients))) for r in rs]
+
+    return asyncio.run(main())
+
+
+def test_two_workers_share_the_port_and_answer_alike(_exported):
+    out, _ = _exported
+    texts = [t for _, t in PARITY[:20]]
+    expected = {t: p.label for t, p in zip(texts, Predictor.load(out).predict(texts))}
+    with running_server(out, "--workers", "2") as (base, proc):
+        responses = _bounded_load(base, texts)
+        workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "python" in p.name().lower()]
+    assert [r.status_code for r in responses] == [200] * 40
+    got = [(r.request.content, r.json()["predictions"][0]["label"]) for r in responses]
+    assert all(label == expected[json.loads(body)["texts"][0]] for body, label in got)
+    assert len(workers) >= 2, workers  # one process per worker, each with its own model
+
+
+def test_ort_spinning_is_a_setting_and_off_by_default_when_serving(_exported):
+    out, _ = _exported
+    entry = "session.intra_op.allow_spinning"
+    assert Predictor.load(out).backend.session.get_session_options().get_session_config_entry(entry) == "1"
+    assert Predictor.load(out, ort_spinning=False).backend.session.get_session_options() \
+        .get_session_config_entry(entry) == "0"
+    texts = [t for _, t in PARITY[:10]]
+    for flag in ("--ort-spinning", "--no-ort-spinning"):
+        with running_server(out, flag) as (base, _):
+            assert {r.status_code for r in _bounded_load(base, texts, requests=16, clients=4)} == {200}
+
+
+def test_ray_calls_are_large_but_spread_over_the_actors():
+    from senti.serving.ray_predict import rows_per_actor_call
+
+    assert rows_per_actor_call(100_000, 1, 32) == 4096  # large inputs: big calls amortise Ray's per-call cost
+    assert rows_per_actor_call(1_000, 2, 32) == 96  # small ones: at least 4 calls per actor
+    assert rows_per_actor_call(10, 1, 32) == 32  # never less than one model batch
+    assert rows_per_actor_call(50_000, 2, 32) % 32 == 0
