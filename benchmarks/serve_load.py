@@ -66,16 +66,23 @@ def _free_port() -> int:
 
 def through_server(export_dir: Path, texts: list[str], threads: int, clients: int = 32, requests: int = 2000,
                    texts_per_request: int = 4, max_batch_size: int = 32, max_wait_ms: float = 5.0, workers: int = 1,
-                   ort_spinning: bool = False) -> dict:
-    """Start `senti serve` on loopback, send `requests` requests from `clients` clients (own process), stop it."""
+                   ort_spinning: bool = False, serve_command: list[str] | None = None, env: dict | None = None,
+                   while_loaded=None) -> dict:
+    """Start `senti serve` on loopback, send `requests` requests from `clients` clients (own process), stop it.
+
+    `serve_command` replaces `senti serve` (another build, to compare; only the common options are passed);
+    `while_loaded(pid)` runs beside the load (a profiler, say).
+    """
     import httpx
 
     port = _free_port()
-    command = [sys.executable, "-m", "senti.cli", "serve", "--model", str(export_dir), "--port", str(port),
-               "--threads", str(max(1, threads // workers)), "--max-batch-size", str(max_batch_size),
-               "--max-wait-ms", str(max_wait_ms), "--max-queue", str(clients * texts_per_request * 4),
-               "--workers", str(workers), "--ort-spinning" if ort_spinning else "--no-ort-spinning"]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    common = ["--model", str(export_dir), "--port", str(port), "--threads", str(max(1, threads // workers)),
+              "--max-batch-size", str(max_batch_size), "--max-wait-ms", str(max_wait_ms),
+              "--max-queue", str(clients * texts_per_request * 4)]
+    command = (serve_command + common) if serve_command else (
+        [sys.executable, "-m", "senti.cli", "serve", *common, "--workers", str(workers),
+         "--ort-spinning" if ort_spinning else "--no-ort-spinning"])
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -94,9 +101,12 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
             spec.write_text(json.dumps({"port": port, "clients": clients, "requests": requests,
                                         "texts_per_request": texts_per_request, "texts": texts}), encoding="utf-8")
             cpu_before = _tree_cpu(proc.pid)
+            side = while_loaded(proc.pid) if while_loaded else None
             load = subprocess.run([sys.executable, str(LOADGEN), str(spec)], capture_output=True, text=True,
                                   timeout=1800)
             server_cpu = _tree_cpu(proc.pid) - cpu_before
+            if side is not None:
+                side.wait(timeout=120)
         if load.returncode != 0:
             raise RuntimeError(f"load generator failed: {load.stderr[-2000:]}")
         result = json.loads(load.stdout)

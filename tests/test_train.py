@@ -212,3 +212,12 @@ def test_two_process_data_parallel_on_cpu(binary_folder, tmp_path):
     assert metrics["epochs"][0]["steps"] == 600 // 16 // 2  # each worker takes half the batches
     assert metrics["best"]["dev_accuracy"] > 0.8
     assert sorted(p.name for p in (out / "launch_logs").glob("workerlog.*")) == ["workerlog.0", "workerlog.1"]
+
+
+def test_training_runs_outside_the_main_thread(binary_folder, tmp_path):
+    """A service may train from a worker thread, where Python allows no signal handlers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        metrics = pool.submit(train_tiny, tmp_path / "c", binary_folder, epochs=1, max_steps=3).result(timeout=300)
+    assert metrics["epochs"] and (tmp_path / "c" / layout.CHECKPOINT_META).is_file()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import signal
+import threading
 import time
 
 import numpy as np
@@ -35,8 +36,11 @@ class StopFlag:
         self._old = {}
 
     def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._old[sig] = signal.signal(sig, self._handle)
+        # Python lets only the main thread install handlers; training run from a service's worker thread
+        # (or asyncio.to_thread) is stopped by its caller instead.
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum, frame):
