@@ -67,7 +67,7 @@ def _free_port() -> int:
 def through_server(export_dir: Path, texts: list[str], threads: int, clients: int = 32, requests: int = 2000,
                    texts_per_request: int = 4, max_batch_size: int = 32, max_wait_ms: float = 5.0, workers: int = 1,
                    ort_spinning: bool = False, serve_command: list[str] | None = None, env: dict | None = None,
-                   while_loaded=None) -> dict:
+                   while_loaded=None, cwd: str | None = None) -> dict:
     """Start `senti serve` on loopback, send `requests` requests from `clients` clients (own process), stop it.
 
     `serve_command` replaces `senti serve` (another build, to compare; only the common options are passed);
@@ -82,7 +82,7 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
     command = (serve_command + common) if serve_command else (
         [sys.executable, "-m", "senti.cli", "serve", *common, "--workers", str(workers),
          "--ort-spinning" if ort_spinning else "--no-ort-spinning"])
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

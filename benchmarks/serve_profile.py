@@ -51,14 +51,15 @@ def main(argv=None) -> dict:
     load = dict(clients=32, requests=args.requests, texts_per_request=4)
     sent = [texts[(n * 4 + k) % len(texts)] for n in range(args.requests) for k in range(4)]
     builds = {"this build": ([sys.executable, "-m", "senti.cli", "serve", "--backend", "onnx", "--no-ort-spinning"],
-                             None)}
-    if args.before_tree:
+                             None, None)}
+    if args.before_tree:  # run from inside the old tree, so its bare `toolkit` package is the one imported
         builds["before"] = ([sys.executable, "-m", "toolkit.cli", "serve", "--backend", "onnx"],
-                            {**os.environ, "PYTHONPATH": args.before_tree})
+                            {**os.environ, "PYTHONPATH": args.before_tree}, args.before_tree)
     report = {"in_process": in_process(Path(args.model), sent, 32, args.threads), "builds": {}}
     report["in_process"]["note"] = "backend " + report["in_process"]["backend"]
-    for name, (command, env) in builds.items():
-        served = through_server(Path(args.model), texts, args.threads, serve_command=command, env=env, **load)
+    model = Path(args.model).resolve()
+    for name, (command, env, cwd) in builds.items():
+        served = through_server(model, texts, args.threads, serve_command=command, env=env, cwd=cwd, **load)
         entry = {"server": served, "cpu_efficiency": report["in_process"]["cpu_s_per_text"] / served["server_cpu_s_per_text"]}
         if args.py_spy:
             with tempfile.TemporaryDirectory() as tmp:
@@ -69,7 +70,7 @@ def main(argv=None) -> dict:
                                              "--format", "raw", "--output", str(raw), "--nonblocking"],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-                through_server(Path(args.model), texts, args.threads, serve_command=command, env=env,
+                through_server(model, texts, args.threads, serve_command=command, env=env, cwd=cwd,
                                while_loaded=profiler, **{**load, "requests": 4 * args.requests})
                 entry["top_own_time"] = _top_functions(raw) if raw.is_file() else []
         report["builds"][name] = entry
