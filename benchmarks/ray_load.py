@@ -24,6 +24,18 @@ def _busy_cpu_seconds() -> float:
     return sum(getattr(t, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq", "steal"))
 
 
+def _cpu_by_process() -> dict[int, tuple[str, float]]:
+    """pid -> (name, user + system CPU-seconds) of every process on the machine."""
+    import psutil
+
+    found = {}
+    for proc in psutil.process_iter(["name", "cpu_times"]):
+        times = proc.info.get("cpu_times")
+        if times is not None:
+            found[proc.pid] = (proc.info.get("name") or "?", times.user + times.system)
+    return found
+
+
 def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads: int = 2, batch_size: int = 32,
               shape: str = "") -> dict:
     """texts/s and CPU-seconds in process and through a fresh local Ray (start-up timed apart), on one Parquet file."""
@@ -50,10 +62,15 @@ def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads
     if ray.is_initialized():
         ray.shutdown()
     dest = work / f"ray_output_{time.time_ns()}.parquet"
-    busy0 = _busy_cpu_seconds()
+    busy0, procs0 = _busy_cpu_seconds(), _cpu_by_process()
     result = predict_with_ray(export_dir, str(source), str(dest), id_column="id", backend=backend,
                               batch_size=batch_size)
     ray_cpu = _busy_cpu_seconds() - busy0
+    # Where the CPU went, by process name (processes that ended before this point are not counted here).
+    by_name: dict[str, float] = {}
+    for pid, (name, cpu) in _cpu_by_process().items():
+        by_name[name] = by_name.get(name, 0.0) + cpu - procs0.get(pid, (name, 0.0))[1]
+    top = dict(sorted(((n, round(c, 1)) for n, c in by_name.items() if c > 0.05), key=lambda x: -x[1])[:8])
     ray.shutdown()
     scoring_s = result["total_s"] - result["ray_startup_s"]
     return {"suite": "ray", "shape": shape, "rows": rows, "backend": backend, "in_process_texts_per_s": rows / in_process_s,
@@ -61,7 +78,8 @@ def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads
             "ray_startup_s": result["ray_startup_s"], "ray_total_s": result["total_s"],
             "in_process_cpu_s": in_process_cpu, "ray_busy_cpu_s": ray_cpu, "cpu_efficiency": in_process_cpu / ray_cpu,
             "actors": result["actors"], "threads_per_actor": result["threads_per_actor"],
-            "rows_per_call": result.get("rows_per_call"), "errors": result["errors"], "rows_out": result["rows_out"]}
+            "rows_per_call": result.get("rows_per_call"), "errors": result["errors"], "rows_out": result["rows_out"],
+            "cpu_s_by_process": top}
 
 
 def run(ctx) -> list[dict]:
@@ -74,7 +92,8 @@ def run(ctx) -> list[dict]:
     from senti.benchmarks.serve_load import STUDENT_SHAPE
 
     texts = [e.text for e in ctx.splits.dev]
-    runs = [(ctx.config.model, ctx.export_dir, 1000 if ctx.config.quick else OTHER_ROWS)]
+    own_rows = STUDENT_ROWS if ctx.config.model == STUDENT_SHAPE else OTHER_ROWS
+    runs = [(ctx.config.model, ctx.export_dir, 1000 if ctx.config.quick else own_rows)]
     if not ctx.config.quick and ctx.config.model != STUDENT_SHAPE:
         train = ctx.splits.train
         student = resolve_model(STUDENT_SHAPE, ctx.out / "models", [e.text for e in train], ctx.splits.labels,
