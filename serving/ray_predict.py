@@ -207,7 +207,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
         num_cpus=reserve,
         # On this machine alone a crashed actor would only crash again: no restarts, which also spares the
         # driver Ray's warning about restartable actors whose constructor arguments live in the object store.
-        **({"max_restarts": 0} if address is None else {}),
+        ray_remote_args_fn=(lambda: {"max_restarts": 0}) if address is None else None,
     ).materialize()
     rows_out = scored.count()
     errors = scored.filter(lambda row: isinstance(row["error"], str), num_cpus=0.1).count()
