@@ -8,6 +8,7 @@ row carries an id: the input's id column, or the row's position in the input whe
 from __future__ import annotations
 
 import glob
+import warnings
 import os
 import time
 from pathlib import Path
@@ -199,16 +200,20 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
         # No ids in the input: number the rows by their position (files in sorted order), via Ray's own zip.
         id_column = "_row"
         ds = ds.zip(ray.data.range(rows_in).rename_columns({"id": id_column}))
-    scored = ds.map_batches(
-        ScoreBatch, fn_constructor_kwargs=dict(export_dir=str(export_dir), backend=backend,
-                                               threads=threads_per_actor, text_column=text_column,
-                                               id_column=id_column, batch_size=batch_size),
-        batch_size=rows_per_call, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
-        num_cpus=reserve,
-        # On this machine alone a crashed actor would only crash again: no restarts, which also spares the
-        # driver Ray's warning about restartable actors whose constructor arguments live in the object store.
-        ray_remote_args_fn=(lambda: {"max_restarts": 0}) if address is None else None,
-    ).materialize()
+    with warnings.catch_warnings():
+        # Ray 2.60 has no named map_batches parameter for max_restarts and warns about the generic route (to be
+        # removed in Ray 2.64: revisit then); the setting is what keeps a local run free of Ray's restart warning.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        scored = ds.map_batches(
+            ScoreBatch, fn_constructor_kwargs=dict(export_dir=str(export_dir), backend=backend,
+                                                   threads=threads_per_actor, text_column=text_column,
+                                                   id_column=id_column, batch_size=batch_size),
+            batch_size=rows_per_call, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
+            num_cpus=reserve,
+            # On this machine alone a crashed actor would only crash again: no restarts, which also spares the
+            # driver Ray's warning about restartable actors whose constructor arguments live in the object store.
+            **({"max_restarts": 0} if address is None else {}),
+        ).materialize()
     rows_out = scored.count()
     errors = scored.filter(lambda row: isinstance(row["error"], str), num_cpus=0.1).count()
     if out_kind == ".parquet":
