@@ -28,6 +28,16 @@ def random_checkpoint(shape: str, out: Path, texts: list[str], labels: list[str]
     return out
 
 
+STUDENT_SHAPE = "3l-128h"  # the shape a team deploys after distillation, measured beside the bench's model
+
+
+def student_export(ctx) -> Path:
+    """The export of a random-weight 3l-128h student beside the bench's model (built once per output folder)."""
+    train = ctx.splits.train
+    return resolve_model(STUDENT_SHAPE, ctx.out / "models", [e.text for e in train], ctx.splits.labels,
+                         [e.label for e in train], say=ctx.say)[1]
+
+
 def resolve_model(spec: str, work: Path, texts: list[str], labels: list[str], gold: list[str],
                   quantize: bool = True, say=print, parity_texts: int = 256) -> tuple[Path, Path, bool]:
     """(checkpoint, export folder, trained?) for a shape name or a checkpoint folder."""

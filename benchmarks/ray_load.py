@@ -88,17 +88,13 @@ def run(ctx) -> list[dict]:
         import ray  # noqa: F401
     except ImportError:
         return [{"suite": "ray", "skipped": "Ray is not installed (pip install 'senti[scale]')"}]
-    from senti.benchmarks.models import resolve_model
-    from senti.benchmarks.serve_load import STUDENT_SHAPE
+    from senti.benchmarks.models import STUDENT_SHAPE, student_export
 
     texts = [e.text for e in ctx.splits.dev]
     own_rows = STUDENT_ROWS if ctx.config.model == STUDENT_SHAPE else OTHER_ROWS
     runs = [(ctx.config.model, ctx.export_dir, 1000 if ctx.config.quick else own_rows)]
     if not ctx.config.quick and ctx.config.model != STUDENT_SHAPE:
-        train = ctx.splits.train
-        student = resolve_model(STUDENT_SHAPE, ctx.out / "models", [e.text for e in train], ctx.splits.labels,
-                                [e.label for e in train], say=ctx.say)[1]
-        runs.append((STUDENT_SHAPE, student, STUDENT_ROWS))
+        runs.append((STUDENT_SHAPE, student_export(ctx), STUDENT_ROWS))
     records = []
     for shape, export_dir, rows in runs:
         record = bench_ray(export_dir, texts, ctx.out / "ray", rows=rows, threads=ctx.threads, shape=shape)

@@ -24,7 +24,6 @@ from senti.benchmarks.markdown import number, table
 from senti.benchmarks.timing import summarize
 
 LOADGEN = Path(__file__).resolve().parent / "loadgen.py"
-STUDENT_SHAPE = "3l-128h"  # the shape a team deploys after distillation, measured beside the bench's model
 
 
 def _tree_cpu(pid: int) -> float:
@@ -142,7 +141,7 @@ def bench_serving(export_dir: Path, texts: list[str], threads: int = 2, shape: s
 
 def run(ctx) -> list[dict]:
     """The suite: the bench's model and the 3l-128h student shape; 1 and 2 workers and spinning on the student."""
-    from senti.benchmarks.models import resolve_model
+    from senti.benchmarks.models import STUDENT_SHAPE, student_export
 
     if ctx.device == "gpu":
         return []
@@ -151,9 +150,7 @@ def run(ctx) -> list[dict]:
     load = dict(clients=32, requests=300 if config.quick else 1000, texts_per_request=4)
     exports = {config.model: ctx.export_dir}
     if not config.quick and config.model != STUDENT_SHAPE:
-        train = ctx.splits.train
-        exports[STUDENT_SHAPE] = resolve_model(STUDENT_SHAPE, ctx.out / "models", [e.text for e in train],
-                                               ctx.splits.labels, [e.label for e in train], say=ctx.say)[1]
+        exports[STUDENT_SHAPE] = student_export(ctx)
     variants = [(shape, {}) for shape in exports]
     if not config.quick:  # measured on the smallest model, where the layers around it weigh most
         student = STUDENT_SHAPE if STUDENT_SHAPE in exports else config.model

@@ -29,6 +29,7 @@ from senti.serving.artifacts import ExportMeta, remove_stale_work
 from senti.serving.backends import FORMATS, open_backend
 from senti.serving.batching import pad_batch
 from senti.serving.drift import summarize
+from senti.serving.predictor import softmax
 from senti.serving.tokenizer import FastTokenizer
 from senti.serving.errors import SentiError
 from senti.serving.runtime import package_versions
@@ -251,8 +252,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
 
 def _drift_of(logits: np.ndarray, texts: list[str], fast: FastTokenizer, max_len: int, labels: list[str]) -> dict:
     """The drift figures of the parity (dev) texts under the dynamic graph, for `senti predict` to compare with."""
-    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-    probs = shifted / shifted.sum(axis=1, keepdims=True)
+    probs = softmax(logits)
     ids = fast.encode_batch(texts)
     return summarize([SimpleNamespace(score=float(p.max()), label=labels[int(p.argmax())], truncated=len(x) > max_len - 2,
                                       tokens=len(x), unknown_tokens=sum(t == fast.unk_id for t in x))

@@ -59,6 +59,12 @@ class Prediction:
                 "unknown_tokens": self.unknown_tokens}
 
 
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Probabilities per row, stable for large logits."""
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
 def export_version(export_dir: Path) -> str:
     """The model's version as answers carry it: a hash of the export's metadata, which names every file and
     its parity figures, so two different exports never share one."""
@@ -187,8 +193,7 @@ class Predictor:
         if len(texts) == 0:
             return []
         logits, windows, too_long, tokens, unknown = self._score(texts, batch_size)
-        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-        probs = shifted / shifted.sum(axis=1, keepdims=True)
+        probs = softmax(logits)
         out = []
         for row, n, cut, length, unk in zip(probs, windows, too_long, tokens, unknown):
             best = int(row.argmax())

@@ -10,6 +10,7 @@ files are removed by the `except BaseException` blocks that own them.
 from __future__ import annotations
 
 import signal
+import threading
 from contextlib import contextmanager
 
 _received: list[int] = []
@@ -28,7 +29,12 @@ def requested() -> int | None:
 
 @contextmanager
 def stop_at_checkpoints(signals=(signal.SIGTERM,)):
-    """Within the block, `signals` are recorded for `checkpoint()` instead of killing the process."""
+    """Within the block, `signals` are recorded for `checkpoint()` instead of killing the process. A stop recorded
+    by an earlier block is forgotten; outside the main thread (where Python installs no handlers) nothing changes."""
+    _received.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous = {s: signal.signal(s, lambda signum, frame: _received.append(signum)) for s in signals}
     try:
         yield

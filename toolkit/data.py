@@ -94,13 +94,12 @@ def load_recipe(recipe: SplitRecipe) -> Splits:
                        seed=recipe.seed)
 
 
-def checkpoint_splits(model_dir: Path, meta, dataset: str | None = None) -> tuple[Splits, SplitRecipe]:
-    """The splits a checkpoint was trained on, from the recipe in its metadata; or `dataset` (another one)
-    cut with the checkpoint's seed. Never guesses: a checkpoint that does not record its data needs `dataset`."""
-    recipe = meta.splits
+def recorded_splits(where: Path, recipe: SplitRecipe | None, dataset: str | None = None) -> tuple[Splits, SplitRecipe]:
+    """The splits a model (at `where`) was trained on, from the recipe its metadata recorded; or `dataset` (another
+    one) cut with the model's seed. Never guesses: a model that does not record its data needs `dataset`."""
     if dataset is None or (recipe is not None and dataset == recipe.dataset):
         if recipe is None:
-            raise DataError(f"{model_dir} does not record what it was trained on; pass --dataset")
+            raise DataError(f"{where} does not record what it was trained on; pass --dataset")
         return load_recipe(recipe), recipe
     other = SplitRecipe(dataset=dataset, seed=recipe.seed if recipe else 42)
     return load_recipe(other), other

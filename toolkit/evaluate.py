@@ -56,8 +56,7 @@ def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: s
     """(rows, data record): one split cut as the model's recipe says (or `dataset` with its seed), or every row."""
     from dataclasses import asdict
 
-    from senti.serving.artifacts import SplitRecipe
-    from senti.toolkit.data import load_all_rows, load_recipe
+    from senti.toolkit.data import load_all_rows, recorded_splits
     from senti.toolkit.errors import SentiError
 
     if split == "all":
@@ -68,13 +67,8 @@ def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: s
             if recipe and source == recipe.dataset else {}
         rows, data = load_all_rows(source, **columns), {"dataset": source, "split": "all"}
     else:
-        if dataset is None or (recipe is not None and dataset == recipe.dataset):
-            if recipe is None:
-                raise SentiError(f"{where} does not record what it was trained on; pass --dataset")
-            chosen = recipe
-        else:
-            chosen = SplitRecipe(dataset=dataset, seed=recipe.seed if recipe else 42)
-        rows, data = load_recipe(chosen).split(split), asdict(chosen)
+        splits, chosen = recorded_splits(where, recipe, dataset)
+        rows, data = splits.split(split), asdict(chosen)
     if not rows:
         raise SentiError(f"{data['dataset']}: the {split} split is empty")
     unknown = sorted({e.label for e in rows} - set(meta_labels))

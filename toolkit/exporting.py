@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from senti.export.checkpoint import read_meta
-from senti.toolkit.data import checkpoint_splits
+from senti.toolkit.data import recorded_splits
 from senti.toolkit.errors import SentiError
 
 
@@ -18,7 +18,7 @@ def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list
 
     meta = read_meta(model_dir)  # a folder that is not a checkpoint fails here, before any data is read
     try:
-        splits, recipe = checkpoint_splits(Path(model_dir), meta, dataset)
+        splits, recipe = recorded_splits(Path(model_dir), meta.splits, dataset)
     except SentiError as err:
         raise SentiError(f"parity texts: {err} (pass --dataset to choose others)") from None
     rows = splits.dev[:limit]

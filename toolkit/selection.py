@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from senti.serving.errors import DataError
+from senti.serving.predictor import softmax
 from senti.serving.rows import read_rows
 
 NEAR_DUPLICATE = 0.5  # 3-gram Jaccard similarity at or above which `diverse` calls two texts the same
@@ -85,8 +86,7 @@ def model_probabilities(model: Path, texts: list[str], batch_size: int = 64, tru
         net, tokenizer, meta = load_checkpoint(Path(model), trust_pickle)
         logits = predict_logits(net, encode_texts(tokenizer, texts, meta.max_seq_len)[0], batch_size)
         labels = meta.labels
-    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return shifted / shifted.sum(axis=1, keepdims=True), labels
+    return softmax(logits), labels
 
 
 def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = "uncertainty", seed: int = 0,
