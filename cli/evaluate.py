@@ -31,6 +31,8 @@ def evaluate(
     backend: Annotated[Backend, typer.Option(help="Export folders: the runtime and format to score with.")] =
         Backend.auto,
     trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
+    baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the training split "
+                                                "and score it beside the model (seconds).")] = True,
 ):
     """Accuracy, macro-F1, per-class precision and recall, and the confusion matrix on one split, or all rows."""
     quiet()
@@ -39,13 +41,18 @@ def evaluate(
     from senti.toolkit.evaluate import evaluate_model
 
     with user_errors():
-        result = evaluate_model(model, dataset, split.value, batch_size, trust_pickle, backend.value)
+        result = evaluate_model(model, dataset, split.value, batch_size, trust_pickle, backend.value, baseline)
     output = output or model / layout.eval_results(split.value)
     write_json_atomic(output, result)
     cut = f", seed {result['data']['seed']}" if "seed" in result["data"] else ""
     console.print(f"{split.value} of {result['dataset']}{cut}, scored by {result['backend']}: accuracy "
                   f"[bold]{result['accuracy']:.4f}[/], macro-F1 [bold]{result['macro_f1']:.4f}[/] "
                   f"on {result['n']} texts")
+    if "baseline" in result:
+        b = result["baseline"]
+        console.print(f"baseline ({b['model']}, fitted in {b['fit_seconds']:.0f} s on {b['train_rows']} training "
+                      f"rows): accuracy [bold]{b['scored']['accuracy']:.4f}[/], macro-F1 {b['scored']['macro_f1']:.4f}"
+                      f" on the same texts; model - baseline: {result['accuracy'] - b['scored']['accuracy']:+.4f}")
     per_class = Table(title="per class")
     for col in ("label", "precision", "recall", "F1", "texts"):
         per_class.add_column(col, justify="right")

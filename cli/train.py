@@ -74,6 +74,8 @@ def train(
     replay_ratio: Annotated[float, typer.Option(help="Replayed old rows per new training row.", min=0.0)] = 1.0,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
+    baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the same training "
+                                                "split and report it beside the model (seconds).")] = True,
     threads: Threads = None,
     overwrite: Overwrite = False,
     trust_pickle: TrustPickle = False,
@@ -103,7 +105,10 @@ def train(
             with step_progress() as progress:
                 metrics = run_training(config, say=say, progress=progress)
     _print_epochs(metrics)
-    console.print(f"best checkpoint: [bold]{output_dir}[/] (dev accuracy {metrics['best']['dev_accuracy']:.4f}); "
+    best = metrics["best"]["dev_accuracy"]
+    base = metrics.get("baseline")
+    against = f", baseline {base['dev']['accuracy']:.4f} ({best - base['dev']['accuracy']:+.4f})" if base else ""
+    console.print(f"best checkpoint: [bold]{output_dir}[/] (dev accuracy {best:.4f}{against}); "
                   f"curves: {output_dir / 'training_curves.png'}")
 
 

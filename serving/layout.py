@@ -11,6 +11,9 @@ METRICS = "metrics.json"  # per-epoch figures
 CURVES_PNG = "training_curves.png"
 DISTILL_CONFIG = "distill_config.json"  # the exact DistillConfig used (a student checkpoint)
 DISTILL_META = "distill.json"  # teacher against student: sizes, dev and test figures
+PRETRAIN_CONFIG = "pretrain_config.json"  # the exact PretrainConfig used (a pretrained folder)
+PRETRAIN_STATE = "pretrain_state.safetensors"  # optimizer moments and the step, to resume a pretraining run
+LEGACY_CONFIG = "model_config.json"  # older PaddleNLP folders' config
 
 
 def eval_results(split: str) -> str:

@@ -75,6 +75,10 @@ class FastTokenizer:
         """Word-piece ids of each text, no special tokens, no truncation (Rust, parallel)."""
         return [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
 
+    def encode_with_offsets(self, texts: list[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
+        """(ids, character offsets into the text) of each text, no special tokens (for whole-word masking)."""
+        return [(e.ids, e.offsets) for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+
     def with_specials(self, ids: list[int], max_seq_len: int) -> tuple[list[int], bool]:
         """[CLS] ids [SEP], cut to `max_seq_len` as ErnieTokenizer's truncation does; and whether it cut."""
         budget = max_seq_len - 2

@@ -30,13 +30,13 @@ def refuse_existing(out_dir: Path, overwrite: bool) -> None:
                          "over it until the new checkpoint is saved)")
 
 
-def save_checkpoint(model, tokenizer, out_dir: Path, meta: CheckpointMeta, config=None) -> None:
+def save_checkpoint(model, tokenizer, out_dir: Path, meta: CheckpointMeta, config=None, extra=None) -> None:
     """Save weights, tokenizer, metadata (and the run's `config`) into `out_dir` without leaving it half-written.
 
     Everything is first written to a hidden sibling folder; each file then replaces its old
     version with an atomic rename, weights, then the settings, then `senti.json` last, so an
     interrupted save leaves the previous checkpoint loadable, and the settings file never describes
-    weights that were not saved.
+    weights that were not saved. `extra` maps more file names to writers `fn(path)` (a resume state).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -48,6 +48,8 @@ def save_checkpoint(model, tokenizer, out_dir: Path, meta: CheckpointMeta, confi
         inner.save_pretrained(str(staging), safe_serialization=True)  # safetensors: loading runs no code
         tokenizer.save_pretrained(str(staging))
         meta.write(staging)
+        for name, writer in (extra or {}).items():
+            writer(staging / name)
         last = [layout.PADDLENLP_SAFE_WEIGHTS, layout.CHECKPOINT_META]
         if config is not None:
             config.save(staging)

@@ -101,6 +101,7 @@ class TrainConfig(RunConfig):
     label_column: str | None = None
     replay: str | None = None  # old training data mixed in when continuing a checkpoint (against forgetting)
     replay_ratio: float = 1.0  # replayed rows per new training row
+    baseline: bool = True  # fit the char n-gram logistic regression on the same split and report it beside
 
     def checks(self):
         return super().checks() + [(self.max_seq_len is not None, "max_seq_len must be set"),

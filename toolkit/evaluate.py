@@ -77,8 +77,20 @@ def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: s
     return rows, data
 
 
+def baseline_beside(where: Path, recipe, dataset: str | None, rows, labels: list[str]) -> dict:
+    """The n-gram baseline fitted on the training split the model learned from (or `dataset`'s), scored on
+    `rows`: what the cheapest honest model gets on the same texts."""
+    from senti.toolkit.baseline import baseline_figures
+    from senti.toolkit.data import recorded_splits
+
+    splits, _ = recorded_splits(where, recipe, dataset if recipe is None else None)
+    train = [e for e in splits.train if e.label in labels]
+    return baseline_figures([e.text for e in train], [e.label for e in train], labels,
+                            {"scored": ([e.text for e in rows], [e.label for e in rows])})
+
+
 def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
-                        trust_pickle: bool = False) -> dict:
+                        trust_pickle: bool = False, baseline: bool = True) -> dict:
     """Score a checkpoint on one split of the data it was trained on (cut as in training), of `dataset`,
     or on every row (`split="all"`)."""
     from senti.export.checkpoint import load_checkpoint
@@ -89,12 +101,13 @@ def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "tes
     encoded, truncated = encode_texts(tokenizer, [e.text for e in rows], meta.max_seq_len)
     y_pred = predict_logits(model, encoded, batch_size).argmax(1)
     result = classification_metrics([meta.labels.index(e.label) for e in rows], y_pred, meta.labels)
+    extra = {"baseline": baseline_beside(Path(model_dir), meta.splits, dataset, rows, meta.labels)} if baseline else {}
     return {**result, "dataset": data["dataset"], "split": split, "data": data, "truncated_texts": truncated,
-            "model": str(Path(model_dir).resolve()), "backend": "paddle dynamic graph"}
+            "model": str(Path(model_dir).resolve()), "backend": "paddle dynamic graph", **extra}
 
 
 def evaluate_export(export_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
-                    backend: str = "auto") -> dict:
+                    backend: str = "auto", baseline: bool = True) -> dict:
     """Score an export folder with the runtime that serves it (`backend`, default what `auto` picks): the
     accuracy of the model as deployed, INT8 included."""
     from senti.serving import Predictor
@@ -106,15 +119,17 @@ def evaluate_export(export_dir, dataset: str | None = None, split: str = "test",
     logits, _, too_long = predictor.logits([e.text for e in rows], batch_size)
     result = classification_metrics([predictor.labels.index(e.label) for e in rows], logits.argmax(1),
                                     predictor.labels)
-    return {**result, "dataset": data["dataset"], "split": split, "data": data, "truncated_texts": int(sum(too_long)),
+    extra = {"baseline": baseline_beside(Path(export_dir), recipe, dataset, rows, predictor.labels)} if baseline \
+        else {}
+    return {**result, **extra, "dataset": data["dataset"], "split": split, "data": data, "truncated_texts": int(sum(too_long)),
             "model": str(Path(export_dir).resolve()), "backend": predictor.backend_name}
 
 
 def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
-                   trust_pickle: bool = False, backend: str = "auto") -> dict:
+                   trust_pickle: bool = False, backend: str = "auto", baseline: bool = True) -> dict:
     """A checkpoint (dynamic graph) or an export folder (its serving runtime), whichever `model_dir` is."""
     from senti.serving import layout
 
     if (Path(model_dir) / layout.EXPORT_META).is_file():
-        return evaluate_export(model_dir, dataset, split, batch_size, backend)
-    return evaluate_checkpoint(model_dir, dataset, split, batch_size, trust_pickle)
+        return evaluate_export(model_dir, dataset, split, batch_size, backend, baseline)
+    return evaluate_checkpoint(model_dir, dataset, split, batch_size, trust_pickle, baseline)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -86,6 +87,12 @@ def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int, tru
     """Return (model, tokenizer, description) for a preset, a checkpoint folder or a PaddleNLP name."""
     if spec in PRESETS:
         return _build_scratch(spec, labels, train_texts, max_seq_len)
+    if Path(spec).expanduser().is_dir() and not is_checkpoint(Path(spec).expanduser()):
+        from paddlenlp.transformers import ErnieForSequenceClassification
+
+        model, tokenizer, report = pretrained_folder(Path(spec).expanduser(), ErnieForSequenceClassification,
+                                                     trust_pickle, labels)
+        return model, tokenizer, {"source": "pretrained", "path": str(Path(spec).resolve()), "loaded": report}
     if Path(spec).expanduser().is_dir():
         model, tokenizer, meta = load_checkpoint(Path(spec).expanduser(), trust_pickle)
         if meta.labels != labels:
@@ -133,3 +140,114 @@ def _load_pretrained(name: str, labels):
             f"offline? use a local checkpoint folder or a preset ({', '.join(PRESETS)})"
         ) from None
     return model, tokenizer, {"source": "paddlenlp", "name": name}
+
+
+def is_checkpoint(path: Path) -> bool:
+    """A fine-tuned senti checkpoint (senti.json with labels), as opposed to a pretrained model folder."""
+    meta = Path(path) / layout.CHECKPOINT_META
+    if not meta.is_file():
+        return False
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return True  # let the checkpoint reader say what is wrong with it
+    return not (isinstance(data, dict) and data.get("kind") == "pretrained")
+
+
+def folder_config(path: Path) -> dict:
+    """A PaddleNLP folder's model config: `config.json`, or the older `model_config.json` (`init_args`)."""
+    for name in (layout.PADDLENLP_CONFIG, layout.LEGACY_CONFIG):
+        file = Path(path) / name
+        if file.is_file():
+            try:
+                data = json.loads(file.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                raise SentiError(f"{file}: unreadable model config ({err})") from None
+            if isinstance(data, dict) and isinstance(data.get("init_args"), list) and data["init_args"] and \
+                    isinstance(data["init_args"][0], dict):
+                data = {**data["init_args"][0], **{k: v for k, v in data.items() if k != "init_args"}}
+            if not isinstance(data, dict) or "hidden_size" not in data or "vocab_size" not in data:
+                raise SentiError(f"{file}: not an ERNIE/BERT model config (no hidden_size or vocab_size)")
+            return data
+    raise SentiError(f"{path}: not a model folder (no {layout.PADDLENLP_CONFIG} or {layout.LEGACY_CONFIG})")
+
+
+def folder_weights(path: Path, trust_pickle: bool) -> dict:
+    """name -> numpy array from model.safetensors, or from a pickled model_state.pdparams with `trust_pickle`."""
+    from senti.export.checkpoint import check_weights_format
+
+    path = Path(path)
+    if not any((path / n).is_file() for n in (layout.PADDLENLP_SAFE_WEIGHTS, layout.PADDLENLP_WEIGHTS)):
+        raise SentiError(f"{path}: no weights ({layout.PADDLENLP_SAFE_WEIGHTS} or {layout.PADDLENLP_WEIGHTS})")
+    if check_weights_format(path, trust_pickle):
+        from safetensors.numpy import load_file
+
+        try:
+            return load_file(str(path / layout.PADDLENLP_SAFE_WEIGHTS))
+        except Exception as err:  # safetensors raises its own types for truncated or corrupt files
+            raise SentiError(f"{path / layout.PADDLENLP_SAFE_WEIGHTS}: unreadable ({err})") from None
+    import paddle
+
+    state = paddle.load(str(path / layout.PADDLENLP_WEIGHTS))
+    return {k: v.numpy() if hasattr(v, "numpy") else v for k, v in state.items()}
+
+
+def load_weights(model, source: dict | Path, trust_pickle: bool = False) -> tuple[list[str], list[str]]:
+    """Copy matching tensors into `model` (names with or without the `ernie.` prefix, equal shapes);
+    returns (loaded names, names left as they were)."""
+    import paddle
+
+    if not isinstance(source, dict):
+        source = folder_weights(Path(source), trust_pickle)
+    prefix = model.base_model_prefix + "."
+    target = model.state_dict()
+    loaded, missing = [], []
+    for name, param in target.items():
+        bare = name[len(prefix):] if name.startswith(prefix) else name
+        found = next((source[k] for k in (name, bare, prefix + bare) if k in source), None)
+        if found is not None and tuple(found.shape) == tuple(param.shape):
+            param.set_value(paddle.to_tensor(found, dtype=param.dtype))
+            loaded.append(name)
+        else:
+            missing.append(name)
+    return loaded, missing
+
+
+def pretrained_folder(path: Path, model_class, trust_pickle: bool = False, labels: list[str] | None = None):
+    """(model, tokenizer, one-line report) from a PaddleNLP model folder (with or without a task head, senti's
+    own pretrained folders included): the encoder loads, any head that does not fit is made fresh."""
+    from paddlenlp.transformers import ErnieConfig, ErnieTokenizer
+
+    path = Path(path)
+    data = folder_config(path)
+    if not (path / layout.VOCAB).is_file():
+        raise SentiError(f"{path}: no {layout.VOCAB} beside the weights")
+    known = set(ErnieConfig().to_dict())
+    settings = {k: v for k, v in data.items() if k in known and k not in ("id2label", "label2id", "num_labels")}
+    if labels is not None:
+        settings.update(num_labels=len(labels), id2label=dict(enumerate(labels)),
+                        label2id={lab: i for i, lab in enumerate(labels)})
+    model = model_class(ErnieConfig(**settings))
+    lower = True
+    tokenizer_config = path / "tokenizer_config.json"
+    if tokenizer_config.is_file():
+        lower = bool(json.loads(tokenizer_config.read_text(encoding="utf-8")).get("do_lower_case", True))
+    tokenizer = ErnieTokenizer(str(path / layout.VOCAB), do_lower_case=lower)
+    rows = settings["vocab_size"]
+    if len(tokenizer.vocab) != rows:
+        raise SentiError(f"{path}: {layout.VOCAB} has {len(tokenizer.vocab)} tokens but the config says "
+                         f"vocab_size {rows}")
+    loaded, missing = load_weights(model, path, trust_pickle)
+    prefix = model.base_model_prefix + "."
+    encoder_loaded = [n for n in loaded if n.startswith(prefix)]
+    if not encoder_loaded:
+        raise SentiError(f"{path}: none of its weights fit the encoder (names or shapes differ); is it an ERNIE "
+                         "or BERT folder?")
+    encoder_missing = [n for n in missing if n.startswith(prefix)]
+    head_missing = [n for n in missing if not n.startswith(prefix)]
+    report = f"loaded {len(loaded)} of {len(loaded) + len(missing)} tensors"
+    if head_missing:
+        report += f"; a fresh head ({', '.join(head_missing)})"
+    if encoder_missing:
+        report += f"; encoder tensors left random: {', '.join(encoder_missing)}"
+    return model, tokenizer, report

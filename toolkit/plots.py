@@ -26,6 +26,10 @@ def plot_training_curves(metrics: dict, path: Path) -> None:
         steps = [e["step"] for e in evals]
         ax_dev.plot(steps, [e["dev_accuracy"] for e in evals], "o-", label="accuracy")
         ax_dev.plot(steps, [e["dev_macro_f1"] for e in evals], "s--", label="macro-F1")
+    if metrics.get("baseline"):
+        ax_dev.axhline(metrics["baseline"]["dev"]["accuracy"], color="grey", linestyle=":",
+                       label=f"n-gram baseline {metrics['baseline']['dev']['accuracy']:.3f}")
+    if evals or metrics.get("baseline"):
         ax_dev.legend()
     ax_dev.set(title="dev", xlabel="step", ylim=(0, 1))
     fig.suptitle(f"{metrics['model'].get('preset') or metrics['model'].get('name', '')} "
@@ -35,3 +39,30 @@ def plot_training_curves(metrics: dict, path: Path) -> None:
     fig.savefig(tmp, dpi=100)
     plt.close(fig)
     tmp.replace(path)
+
+
+def plot_pretraining_curves(metrics: dict, path: Path) -> None:
+    """MLM loss per step, and the held-out loss and masked-token accuracy at each save."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    losses = np.asarray([s["loss"] for s in metrics["steps"]], dtype=float)
+    evals = metrics["evaluations"]
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.8))
+    if len(losses):
+        ax_loss.plot(np.arange(1, len(losses) + 1), losses, alpha=0.3, label="train step")
+        window = max(1, len(losses) // 20)
+        ax_loss.plot(np.arange(window, len(losses) + 1), np.convolve(losses, np.ones(window) / window, "valid"),
+                     label=f"mean of {window}")
+    if evals:
+        ax_loss.plot([e["step"] for e in evals], [e["mlm_loss"] for e in evals], "o-", label="held-out")
+        ax_acc.plot([e["step"] for e in evals], [e["masked_accuracy"] for e in evals], "o-")
+    ax_loss.legend()
+    ax_loss.set(title="masked-LM loss", xlabel="step", ylabel="cross-entropy")
+    ax_acc.set(title="held-out masked-token accuracy", xlabel="step", ylim=(0, 1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

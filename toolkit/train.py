@@ -116,13 +116,17 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
             f"empty texts skipped: {sum(splits.skipped_empty.values())}")
         for label, n in splits.rare_labels.items():
             say(f"warning: label '{label}' has only {n} training row(s); check the label column for typos")
+        if source.get("loaded"):
+            say(f"{config.model}: {source['loaded']}")
     precision = resolve_precision(config, device, say if main_process else (lambda _: None))
+    baseline = fit_baseline_figures(splits, train_rows, labels, config.seed, say) if (
+        config.baseline and main_process) else None
 
     net = paddle.DataParallel(model) if world > 1 else model
     metrics = {
         "written_by": "senti train", "model": source, "device": device, "world_size": world,
         "precision": precision, "amp_requested": config.amp, "versions": versions(),
-        "runtime": runtime, "data": data_stats,
+        "runtime": runtime, "data": data_stats, "baseline": baseline,
     }
     if main_process:
         out.mkdir(parents=True, exist_ok=True)  # the settings are saved with the first checkpoint, not before
@@ -149,6 +153,17 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     return metrics
 
 
+def fit_baseline_figures(splits, train_rows, labels, seed: int, say) -> dict:
+    """The char n-gram baseline on the very training rows, scored on dev; said in one line."""
+    from senti.toolkit.baseline import baseline_figures
+
+    record = baseline_figures([e.text for e in train_rows], [e.label for e in train_rows], labels,
+                              {"dev": ([e.text for e in splits.dev], [e.label for e in splits.dev])}, seed)
+    say(f"baseline ({record['model']}, fitted in {record['fit_seconds']:.0f} s): dev accuracy "
+        f"{record['dev']['accuracy']:.4f}, macro-F1 {record['dev']['macro_f1']:.4f}; --no-baseline skips it")
+    return record
+
+
 def checkpoint_meta(written_by: str, labels, max_seq_len: int, tokenizer, source: dict, versions: dict,
                     recipe: SplitRecipe | None, lineage: dict | None = None) -> CheckpointMeta:
     """A checkpoint's senti.json (the dev record is added at each save); `recipe`: how its data was split;
@@ -168,10 +183,12 @@ def continuation(config: TrainConfig, splits) -> tuple[list[str], list, dict | N
     import hashlib
     import random
 
+    from senti.toolkit.models import is_checkpoint
+
     parent = Path(config.model).expanduser()
-    if not parent.is_dir():
+    if not parent.is_dir() or not is_checkpoint(parent):
         if config.replay:
-            raise SentiError("--replay continues a checkpoint: --model must be a checkpoint folder")
+            raise SentiError("--replay continues a checkpoint: --model must be a senti checkpoint folder")
         return splits.labels, [], None
     from senti.export.checkpoint import read_meta
 

