@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN := runs/quickstart
 
-.PHONY: venv quickstart test clean peer-venv fastdeploy-check
+.PHONY: venv quickstart lint test clean peer-venv fastdeploy-check
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,7 +36,10 @@ quickstart: venv
 	@echo "               PaddleNLP tokenizer files, export.json with parity"
 	@echo "  bench/       results.json, report.md, throughput.png, latency.png"
 
-test: venv
+lint: venv
+	$(BIN)/ruff check .
+
+test: venv lint
 	$(BIN)/python -m pytest
 
 # Optional: PyTorch + transformers for senti bench's peer comparison, in their own environment

@@ -31,11 +31,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--work", default="runs/batch_cut")
     args = parser.parse_args(argv)
 
-    from senti.serving.runtime import configure_runtime
+    from senti.core.runtime import configure_runtime
 
     runtime = configure_runtime(args.threads)
-    from senti.serving import layout
     from senti.benchmarks.models import resolve_model
+    from senti.core import layout
     from senti.serving.predictor import Predictor
     from senti.toolkit.data import load_splits
     from senti.toolkit.logs import quiet_libraries

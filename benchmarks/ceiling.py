@@ -74,7 +74,7 @@ def paddle_inference_matmul(size: int, threads: int) -> float:
     import paddle
     from paddle.static import InputSpec
 
-    from senti.serving import layout
+    from senti.core import layout
     from senti.serving.backends import paddle_predictor
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -33,11 +33,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--output", default="runs/fastdeploy_check.json")
     args = parser.parse_args(argv)
 
-    from senti.serving.runtime import configure_runtime
+    from senti.core.runtime import configure_runtime
 
     configure_runtime(args.threads)
-    from senti.serving import Predictor, layout
-    from senti.serving.batching import length_sorted_batches, pad_batch
+    from senti.core import layout
+    from senti.core.batching import length_sorted_batches, pad_batch
+    from senti.serving import Predictor
     from senti.toolkit.data import load_splits
 
     export = Path(args.model)

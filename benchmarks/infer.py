@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from senti.benchmarks.timing import summarize, time_calls
+from senti.core import layout
+from senti.core.batching import logits_in_order
 from senti.serving.backends import OnnxBackend, PaddleBackend
-from senti.serving.batching import logits_in_order
-from senti.serving import layout
 
 CPU_BACKENDS = ("dynamic", "paddle-onednn", "paddle-plain", "onnx", "onnx-opt", "onnx-int8", "onnx-int8-static")
 GPU_BACKENDS = ("dynamic", "paddle-gpu", "onnx", "onnx-opt", "onnx-fp16")
@@ -25,7 +25,7 @@ def dynamic_backend(checkpoint: Path):
     """The dynamic-graph model as a backend: what training produced, before any conversion."""
     import paddle
 
-    from senti.export.checkpoint import load_checkpoint
+    from senti.core.checkpoint import load_checkpoint
 
     model, _, _ = load_checkpoint(checkpoint)
 
@@ -126,7 +126,7 @@ def bench_real_texts(backends: dict, tokenizer, texts: list[str], gold: np.ndarr
 def run(ctx) -> list[dict]:
     """The suite: every backend of the export (and the dynamic graph) on real dev texts, or fixed shapes."""
     from senti.benchmarks.flops import forward_flops
-    from senti.serving.artifacts import read_export_meta
+    from senti.core.artifacts import read_export_meta
     from senti.serving.tokenizer import FastTokenizer
 
     config = ctx.config

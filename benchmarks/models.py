@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from senti.serving import layout
+from senti.core import layout
 from senti.toolkit.models import SHAPES
 
 
@@ -14,7 +14,7 @@ def random_checkpoint(shape: str, out: Path, texts: list[str], labels: list[str]
     Speed does not depend on the weights, so benchmarks of shapes need no training; accuracy
     figures beside them are then chance level, and the report says so.
     """
-    from senti.export.checkpoint import read_meta
+    from senti.core.checkpoint import read_meta
     from senti.toolkit.checkpoint import save_checkpoint, versions
     from senti.toolkit.models import build_model
     from senti.toolkit.train import checkpoint_meta

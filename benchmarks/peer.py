@@ -18,7 +18,7 @@ import numpy as np
 
 from senti.benchmarks.flops import forward_flops, training_flops
 from senti.benchmarks.train_bench import representative_batches
-from senti.serving.batching import pad_batch
+from senti.core.batching import pad_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "peer_worker.py"

@@ -7,7 +7,7 @@ from pathlib import Path
 from senti.benchmarks.markdown import number as _f
 from senti.benchmarks.markdown import table as _table
 from senti.benchmarks.results import BenchResults
-from senti.serving import layout
+from senti.core import layout
 
 
 def _load(folder: Path) -> dict:
@@ -108,13 +108,13 @@ def compare(folders: list[Path], prices: dict[str, float]) -> str:
                 if key not in keys:
                     keys.append(key)
     header = ["mode", "precision", "batch"]
-    for folder, data in runs:
+    for folder, _data in runs:
         label = folder.name
         header += [f"{label} s/epoch", f"{label} speed-up"] + ([f"{label} $/epoch"] if label in prices else [])
     rows = []
     for key in keys:
         row, base = list(key), None
-        for folder, data in runs:
+        for folder, _data in runs:
             match = next((r for r in data["records"] if r["suite"] == "train" and not r.get("oom")
                           and (r["mode"], r["precision"], r["batch_size"]) == key), None)
             seconds = match["seconds_per_epoch"] if match else None

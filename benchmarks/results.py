@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from senti.serving import layout
-from senti.serving.artifacts import ArtifactMeta
+from senti.core import layout
+from senti.core.artifacts import ArtifactMeta
 
 
 @dataclass

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from senti.benchmarks.timing import environment
-from senti.serving import layout
+from senti.core import layout
 
 # Suite name -> module with run(ctx) and report(results); the order is the order they run and report in.
 SUITES = {
@@ -51,7 +51,7 @@ class BenchConfig:
     seq_len: int | None = None  # inference on fixed-shape inputs of this length instead of real texts
 
     def __post_init__(self):
-        from senti.toolkit.errors import SentiError
+        from senti.core.errors import SentiError
 
         self.batch_sizes = tuple(self.batch_sizes)
         self.model = self.model or ("2l-128h" if self.quick else "4l-312h")
@@ -112,7 +112,7 @@ def precisions_for(config: BenchConfig) -> list[str]:
 
 def run_bench(config: BenchConfig, say=print) -> Path:
     """Run the chosen suites into `config.output_dir`; returns the folder."""
-    from senti.serving.runtime import configure_runtime
+    from senti.core.runtime import configure_runtime
 
     run_started = time.perf_counter()
     configure_runtime(config.threads)
@@ -121,10 +121,10 @@ def run_bench(config: BenchConfig, say=print) -> Path:
     from senti.benchmarks.ceiling import attach_fractions, measure_ceilings
     from senti.benchmarks.models import resolve_model
     from senti.benchmarks.results import ResultsWriter
-    from senti.export.checkpoint import load_checkpoint
+    from senti.core.checkpoint import load_checkpoint
+    from senti.core.errors import SentiError
     from senti.toolkit.batching import encode_texts
     from senti.toolkit.data import load_splits
-    from senti.toolkit.errors import SentiError
     from senti.toolkit.loop import StopFlag
 
     out = Path(config.output_dir)

@@ -41,7 +41,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
-    from senti.serving.runtime import configure_runtime
+    from senti.core.runtime import configure_runtime
 
     configure_runtime(args.threads)
     from senti.benchmarks.serve_load import in_process, through_server

@@ -24,12 +24,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--work", default="runs/student_speed")
     args = parser.parse_args(argv)
 
-    from senti.serving.runtime import configure_runtime
+    from senti.core.runtime import configure_runtime
 
     runtime = configure_runtime(args.threads)
     from senti.benchmarks.infer import bench_real_texts, open_backends
     from senti.benchmarks.models import resolve_model
-    from senti.serving.artifacts import read_export_meta
+    from senti.core.artifacts import read_export_meta
     from senti.serving.tokenizer import FastTokenizer
     from senti.toolkit.data import load_splits
     from senti.toolkit.logs import quiet_libraries
@@ -46,7 +46,7 @@ def main(argv=None) -> dict:
         _, export_dir, _ = resolve_model(checkpoint, work / role, [e.text for e in splits.train], splits.labels,
                                          [e.label for e in splits.train], say=print)
         exports[role] = export_dir
-    for repeat in range(3):
+    for _repeat in range(3):
         for role, export_dir in exports.items():
             meta = read_export_meta(export_dir)
             backends = open_backends(export_dir, None, args.backends.split(","), int(runtime["omp_num_threads"]))

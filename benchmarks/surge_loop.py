@@ -30,7 +30,7 @@ SURGE_SEED = 42  # the surge domain is always cut the same way: picks come from 
 
 
 def _accuracy(checkpoint: Path, rows) -> float:
-    from senti.export.checkpoint import load_checkpoint
+    from senti.core.checkpoint import load_checkpoint
     from senti.toolkit.batching import encode_texts
     from senti.toolkit.evaluate import predict_logits
 
@@ -70,7 +70,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--lr", type=float, default=None, help="fine-tuning rate (default: senti train's default)")
     parser.add_argument("--loop-only", action="store_true", help="only the timed loop (select, train, export, reload)")
     args = parser.parse_args(argv)
-    from senti.serving.runtime import configure_runtime
+    from senti.core.runtime import configure_runtime
 
     configure_runtime()
     from senti.toolkit.logs import quiet_libraries

@@ -34,7 +34,7 @@ def summarize(seconds: list[float]) -> dict:
 
 def environment() -> dict:
     """Machine and library facts stored with every measurement."""
-    from senti.serving.runtime import package_versions, runtime_record
+    from senti.core.runtime import package_versions, runtime_record
 
     env = {"python": platform.python_version(), "platform": platform.platform(), **runtime_record(),
            **package_versions(("paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "onnxruntime", "onnxruntime-gpu"))}

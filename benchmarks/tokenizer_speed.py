@@ -22,7 +22,7 @@ BATCHES = (1, 32, 1024)
 
 
 def _measure(model: str, dataset: str, rounds: int) -> dict:
-    from senti.serving.artifacts import read_export_meta
+    from senti.core.artifacts import read_export_meta
     from senti.serving.tokenizer import FastTokenizer
     from senti.toolkit.data import load_splits
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from senti.benchmarks.flops import training_flops
 from senti.benchmarks.timing import summarize
-from senti.serving.batching import pad_batch
+from senti.core.batching import pad_batch
 from senti.toolkit.batching import length_bucketed_batches
 from senti.toolkit.loop import optimizer_step
 

@@ -30,7 +30,7 @@ def options(verbose: bool = typer.Option(False, "--verbose", help="Also show the
 
 
 def main():
-    from senti.serving import stopping
+    from senti.core import stopping
 
     try:
         app()

@@ -44,7 +44,7 @@ def bench(
         sizes = tuple(int(b) for b in batch_sizes.split(",") if b.strip())
     except ValueError as err:
         raise fail(f"--batch-sizes: {err}") from None
-    from senti.serving import layout
+    from senti.core import layout
 
     with user_errors():
         from senti.benchmarks.run import BenchConfig, run_bench

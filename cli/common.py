@@ -8,7 +8,7 @@ from enum import Enum
 import typer
 from rich.console import Console
 
-from senti.serving.errors import SentiError
+from senti.core.errors import SentiError
 
 console = Console(soft_wrap=True)  # progress lines stay whole in logs
 err_console = Console(stderr=True, soft_wrap=True)  # one-line errors, never wrapped
@@ -47,9 +47,9 @@ def user_errors():
 
 @contextmanager
 def sigterm_unwinds():
-    """SIGTERM stops the work at its next safe point (senti.serving.stopping) and exits 143, after the
+    """SIGTERM stops the work at its next safe point (senti.core.stopping) and exits 143, after the
     staging folders and partial files are removed on the way out."""
-    from senti.serving import stopping
+    from senti.core import stopping
 
     with stopping.stop_at_checkpoints():
         try:
@@ -82,7 +82,7 @@ def quiet_warnings() -> None:
     someone running a command: hidden unless --verbose. What matters to the user senti says itself."""
     import warnings
 
-    from senti.serving.runtime import verbose
+    from senti.core.runtime import verbose
 
     if not verbose():
         warnings.simplefilter("ignore")
@@ -91,7 +91,7 @@ def quiet_warnings() -> None:
 def quiet(threads: int | None = None) -> None:
     """Set the runtime (threads, MKL, glog) before paddle loads, then hide the libraries' start-up chatter
     (imports paddlenlp: call inside a command)."""
-    from senti.serving.runtime import configure_runtime
+    from senti.core.runtime import configure_runtime
     from senti.toolkit.logs import quiet_libraries
 
     configure_runtime(threads)

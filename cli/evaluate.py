@@ -36,8 +36,8 @@ def evaluate(
 ):
     """Accuracy, macro-F1, per-class precision and recall, and the confusion matrix on one split, or all rows."""
     quiet()
-    from senti.serving import layout
-    from senti.serving.artifacts import write_json_atomic
+    from senti.core import layout
+    from senti.core.artifacts import write_json_atomic
     from senti.toolkit.evaluate import evaluate_model
 
     with user_errors():

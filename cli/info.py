@@ -13,16 +13,16 @@ app = typer.Typer()
 @app.command()
 def info():
     """Library versions, the CPU and the devices Paddle sees."""
-    from senti.serving.runtime import configure_runtime
+    from senti.core.runtime import configure_runtime
 
     runtime = configure_runtime()
     import platform
 
-    from senti.serving.runtime import import_paddle
+    from senti.core.runtime import import_paddle
 
     paddle = import_paddle()
 
-    from senti.serving.runtime import package_versions
+    from senti.core.runtime import package_versions
 
     table = Table(title="senti environment", show_header=False)
     table.add_row("python", platform.python_version())

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 from rich.table import Table
+
 from senti.cli.common import (
     byte_progress,
     choices,
@@ -18,9 +19,9 @@ from senti.cli.common import (
     sigterm_unwinds,
     user_errors,
 )
+from senti.core.rows import INPUT_SUFFIXES
 from senti.serving.backends import BACKENDS
 from senti.serving.predictor import LONG_TEXT_MODES
-from senti.serving.rows import INPUT_SUFFIXES
 from senti.serving.streaming import ENGINES, STDIO
 
 app = typer.Typer()

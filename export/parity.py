@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from senti.core.batching import logits_in_order
 from senti.serving.backends import FORMATS
-from senti.serving.batching import logits_in_order
 
 # Batch shapes checked: one text at a time (no padding) and full length-sorted batches.
 SINGLE_TEXTS = 16

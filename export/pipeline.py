@@ -12,27 +12,33 @@ import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
-from senti.export.checkpoint import load_checkpoint
-from senti.export.onnx_convert import (ExportError, optimize, paddle_to_onnx, quantize_int8, quantize_int8_static,
-                                       to_fp16)
+from senti.core import layout, stopping
+from senti.core.artifacts import ExportMeta, remove_stale_work
+from senti.core.batching import pad_batch
+from senti.core.checkpoint import load_checkpoint
+from senti.core.errors import SentiError
+from senti.core.runtime import package_versions
+from senti.export.onnx_convert import (
+    ExportError,
+    optimize,
+    paddle_to_onnx,
+    quantize_int8,
+    quantize_int8_static,
+    to_fp16,
+)
 from senti.export.parity import compare, judge, logits_by_shape
 from senti.export.specs import ERNIE_SEQUENCE_CLASSIFICATION, ExportSpec
 from senti.export.static import save_static
 from senti.export.triton import write_repository
-from senti.serving import layout, stopping
-from senti.serving.artifacts import ExportMeta, remove_stale_work
 from senti.serving.backends import FORMATS, open_backend
-from senti.serving.batching import pad_batch
 from senti.serving.drift import summarize
 from senti.serving.predictor import softmax
 from senti.serving.tokenizer import FastTokenizer
-from senti.serving.errors import SentiError
-from senti.serving.runtime import package_versions
 
 EXPORT_FORMATS = ("paddle", "onnx")  # what --formats chooses; the ONNX variants follow from --quantize and --fp16
 QUANTIZE_CHOICES = ("int8",)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from senti.serving import layout
+from senti.core import layout
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from senti.core import layout
 from senti.export.specs import ExportSpec
-from senti.serving import layout
 
 
 def save_static(model, folder: Path, spec: ExportSpec) -> tuple[str, str]:

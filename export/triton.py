@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from senti.serving import layout
+from senti.core import layout
 
 CONFIG = layout.TRITON_CONFIG
 LABELS = layout.TRITON_LABELS

@@ -21,9 +21,9 @@ __version__ = "0.1.0"
 _ENTRY_POINTS = {
     "Predictor": "senti.serving.predictor",
     "Prediction": "senti.serving.predictor",
-    "SentiError": "senti.serving.errors",
-    "ArtifactError": "senti.serving.errors",
-    "DataError": "senti.serving.errors",
+    "SentiError": "senti.core.errors",
+    "ArtifactError": "senti.core.errors",
+    "DataError": "senti.core.errors",
     "TrainConfig": "senti.toolkit.config",
     "DistillConfig": "senti.toolkit.config",
     "ExportConfig": "senti.export.pipeline",

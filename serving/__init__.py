@@ -4,7 +4,7 @@ Imports neither `paddlenlp` nor `toolkit`; needs numpy, `tokenizers` and onnxrun
 for the Paddle Inference backend).
 """
 
-from senti.serving.errors import ArtifactError, SentiError
+from senti.core.errors import ArtifactError, SentiError
 from senti.serving.predictor import Prediction, Predictor
 
 __all__ = ["ArtifactError", "Prediction", "Predictor", "SentiError"]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from senti.serving import layout
-from senti.serving.errors import ArtifactError
-from senti.serving.runtime import available_cores
+from senti.core import layout
+from senti.core.errors import ArtifactError
+from senti.core.runtime import available_cores
 
 
 def ort_session(path: Path, threads: int | None = None, device: str = "cpu", allow_spinning: bool = True):
@@ -58,7 +58,7 @@ class OnnxBackend:
 
 def paddle_predictor(folder: Path, threads: int | None = None, device: str = "cpu", onednn: bool = True):
     """A Paddle Inference predictor over a model folder (also what bench's ceiling times)."""
-    from senti.serving.runtime import import_paddle
+    from senti.core.runtime import import_paddle
 
     import_paddle()
     import paddle.inference as paddle_infer

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from senti.serving.artifacts import ExportMeta, read_export_meta
-from senti.serving.batching import logits_in_order
-from senti.serving.errors import ArtifactError, SentiError
-from senti.serving.runtime import configure_runtime
+from senti.core.artifacts import ExportMeta, read_export_meta
+from senti.core.batching import logits_in_order
+from senti.core.errors import ArtifactError, SentiError
+from senti.core.runtime import configure_runtime
 from senti.serving.tokenizer import FastTokenizer
 
 LONG_TEXT_MODES = ("truncate", "window")
@@ -70,7 +70,7 @@ def export_version(export_dir: Path) -> str:
     its parity figures, so two different exports never share one."""
     import hashlib
 
-    from senti.serving import layout
+    from senti.core import layout
 
     return hashlib.sha256((Path(export_dir) / layout.EXPORT_META).read_bytes()).hexdigest()[:12]
 

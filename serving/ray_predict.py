@@ -8,15 +8,15 @@ row carries an id: the input's id column, or the row's position in the input whe
 from __future__ import annotations
 
 import glob
-import warnings
 import os
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from senti.serving.errors import SentiError
-from senti.serving.rows import parse_json_line
+from senti.core.errors import SentiError
+from senti.core.rows import parse_json_line
 from senti.serving.streaming import predict_isolated
 
 INSTALL_HINT = "--engine ray needs Ray Data: pip install 'senti[scale]'"
@@ -78,7 +78,7 @@ def rows_per_actor_call(rows: int, actors: int, model_batch: int) -> int:
 def quiet_ray_data() -> None:
     """Before Ray Data loads: its INFO progress lines flood a non-interactive log. Ray Data re-applies its
     logging config on every execution, resetting levels set in code; this variable wins over that config."""
-    from senti.serving.runtime import verbose
+    from senti.core.runtime import verbose
 
     if not verbose():
         os.environ.setdefault("RAY_DATA_LOG_LEVEL", "WARNING")
@@ -88,7 +88,7 @@ def _ray_log_level() -> int:
     """Ray's own INFO and WARNING lines (start-up, token authentication) only with SENTI_VERBOSE=1."""
     import logging
 
-    from senti.serving.runtime import verbose
+    from senti.core.runtime import verbose
 
     return logging.INFO if verbose() else logging.ERROR
 
@@ -156,8 +156,8 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
         import ray
     except ImportError:
         raise SentiError(INSTALL_HINT) from None
-    from senti.serving.artifacts import read_export_meta
-    from senti.serving.runtime import available_cores
+    from senti.core.artifacts import read_export_meta
+    from senti.core.runtime import available_cores
 
     read_export_meta(export_dir)  # a bad export fails here, before Ray starts
     paths = _paths(source)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
 from pydantic import BaseModel, ConfigDict, Field
 
+from senti.core.errors import SentiError
 from senti.serving.batcher import Batcher, QueueFull
 from senti.serving.drift import CONFIDENCE_BUCKETS
-from senti.serving.errors import SentiError
 from senti.serving.http_guard import HEADER_TIMEOUT_ENV, PREDICT_PATH, Guard, HeaderTimeoutProtocol
 from senti.serving.predictor import text_problem
 

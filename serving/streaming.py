@@ -13,12 +13,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from senti.serving import layout, stopping
-from senti.serving.artifacts import remove_stale_work
+from senti.core import layout, stopping
+from senti.core.artifacts import remove_stale_work
+from senti.core.errors import DataError
+from senti.core.rows import TEXT_COLUMNS, Row, read_rows
 from senti.serving.drift import DriftCounter
-from senti.serving.errors import DataError
 from senti.serving.predictor import text_problem
-from senti.serving.rows import TEXT_COLUMNS, Row, read_rows
 
 OUTPUT_SUFFIXES = (".jsonl", ".tsv", ".csv")
 ENGINES = ("local", "ray")  # files scored in this process (streamed), or by Ray Data (senti.serving.ray_predict)

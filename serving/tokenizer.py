@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 # paddlenlp's _is_symbol: any Unicode symbol, plus these code points.
 PADDLE_SYMBOLS = r"[\p{S}\x{00AD}\x{00B2}\x{00BA}\x{3007}\x{00B5}\x{00D8}\x{014B}\x{01B1}]"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from senti.serving.runtime import configure_runtime
+from senti.core.runtime import configure_runtime
 
 configure_runtime()  # threads and MKL's AMD path must be set before any test imports paddle
 

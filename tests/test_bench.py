@@ -135,7 +135,7 @@ def test_flop_count_by_hand():
 
 
 def test_invalid_settings():
-    from senti.toolkit.errors import SentiError
+    from senti.core.errors import SentiError
 
     with pytest.raises(SentiError, match="target must be cpu or gpu"):
         BenchConfig(target="tpu", output_dir="x")

@@ -8,8 +8,8 @@ import re
 import pytest
 from conftest import EMOTIONS, synthetic_rows, write_folder, write_rows
 
+from senti.core.errors import DataError
 from senti.toolkit.data import load_splits, read_table
-from senti.toolkit.errors import DataError
 
 
 def test_folder_in_chnsenticorp_layout_names_binary_labels(tmp_path):
@@ -144,7 +144,7 @@ def test_empty_texts_are_skipped_and_counted(tmp_path):
 def test_a_tab_inside_a_text_that_is_not_the_last_column_is_an_error(tmp_path):
     """Header text first: a tab in a text would shift the label, so the row is refused (training) or becomes an
     error row (prediction) instead of training on garbage labels or scoring a text cut at the tab."""
-    from senti.serving.rows import read_rows
+    from senti.core.rows import read_rows
 
     path = tmp_path / "text_first.tsv"
     path.write_text("text_a\tlabel\n很好\t1\n好\t还行\t0\n差\t0\n", encoding="utf-8")

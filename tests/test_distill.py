@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from conftest import EMOTIONS, export_tiny, synthetic_rows, write_folder
 
-from senti.serving import layout
+from senti.core import layout
+from senti.core.errors import SentiError
 from senti.toolkit.distill import DISTILL_META, DistillConfig, layer_map, run_distillation
-from senti.toolkit.errors import SentiError
 
 
 def _distill(teacher, data, out, **overrides):
@@ -56,7 +56,7 @@ def test_distilled_student_is_an_ordinary_checkpoint_with_a_report(tiny_checkpoi
 def test_hidden_loss_and_init_from_teacher(tiny_checkpoint, tmp_path):
     import paddle
 
-    from senti.export.checkpoint import load_checkpoint
+    from senti.core.checkpoint import load_checkpoint
     from senti.toolkit.distill import build_student
 
     ckpt, data = tiny_checkpoint

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 from conftest import PARITY, export_tiny
 
+from senti.core import layout
+from senti.core.errors import SentiError
 from senti.export.onnx_convert import ExportError, check_graph
-from senti.serving.errors import SentiError
 from senti.export.parity import compare, judge, logits_by_shape
 from senti.export.pipeline import ExportConfig
 from senti.export.specs import ERNIE_SEQUENCE_CLASSIFICATION as SPEC
-from senti.serving import layout
 from senti.serving.backends import open_backend
+
 
 def test_export_writes_every_format_with_parity_figures(_exported):
     out, record = _exported
@@ -76,7 +77,7 @@ def test_formats_load_in_plain_runtimes_without_this_project(_exported, _trained
 
     import paddle
 
-    from senti.export.checkpoint import load_checkpoint
+    from senti.core.checkpoint import load_checkpoint
 
     model, _, _ = load_checkpoint(_trained_checkpoint / "checkpoint")
     with paddle.no_grad():

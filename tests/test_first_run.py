@@ -13,7 +13,7 @@ import pytest
 from conftest import PARITY, synthetic_rows, write_folder, write_rows
 from test_serving import EDGE_CASES
 
-from senti.serving import layout
+from senti.core import layout
 
 SENTI = [sys.executable, "-m", "senti.cli"]
 

@@ -16,8 +16,8 @@ import pytest
 from conftest import PARITY
 from test_server import AUTH, running_server
 
+from senti.core.errors import SentiError
 from senti.serving import Predictor
-from senti.serving.errors import SentiError
 
 LONE = "x\ud800"  # valid JSON ("x\\ud800"), but no tokenizer can take it
 

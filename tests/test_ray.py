@@ -49,7 +49,7 @@ def test_parquet_with_an_id_column(_exported, expected, local_ray, tmp_path):
     texts, predictions = expected
     rows = [{"review_id": f"r{i}", "text": texts[i % len(texts)]} for i in range(ROWS)]
     bad = {"r7": None, "r99": None}
-    for i, row in enumerate(rows):
+    for _i, row in enumerate(rows):
         if row["review_id"] in bad:
             row["text"] = None
     (tmp_path / "in").mkdir()
@@ -88,7 +88,7 @@ def test_jsonl_without_ids_gets_row_numbers_and_bad_lines_become_error_rows(_exp
 
 
 def test_bad_sources_are_clear_errors(_exported, tmp_path, local_ray):
-    from senti.serving.errors import SentiError
+    from senti.core.errors import SentiError
 
     out, _ = _exported
     with pytest.raises(SentiError, match="matches no file"):

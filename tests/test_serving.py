@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from conftest import PARITY
 
+from senti.core.errors import ArtifactError, SentiError
 from senti.serving import Predictor
-from senti.serving.errors import ArtifactError, SentiError
 from senti.serving.tokenizer import FastTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,7 +86,7 @@ def test_public_names_are_pinned():
 def test_predictor_matches_the_dynamic_graph(_exported, _trained_checkpoint, backend):
     import paddle
 
-    from senti.export.checkpoint import load_checkpoint
+    from senti.core.checkpoint import load_checkpoint
 
     out, record = _exported
     texts = [t for _, t in PARITY[:60]]
@@ -117,7 +117,7 @@ def test_order_is_kept_and_long_texts_are_flagged(_exported):
 
 
 def test_padding_cuts_minimise_padded_work_and_keep_every_text():
-    from senti.serving.batching import length_sorted_batches
+    from senti.core.batching import length_sorted_batches
 
     lengths = [10] * 30 + [128, 128]
     parts = length_sorted_batches(lengths, 32, call_cost_tokens=128)

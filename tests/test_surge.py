@@ -14,8 +14,8 @@ import pytest
 from conftest import EMOTIONS, PARITY, export_tiny, synthetic_rows, train_tiny, write_folder, write_rows
 from test_server import AUTH, running_server
 
-from senti.serving import layout
-from senti.serving.errors import SentiError
+from senti.core import layout
+from senti.core.errors import SentiError
 
 
 def _metric(text: str, name: str) -> float:

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from conftest import EMOTIONS, synthetic_rows, train_tiny, write_folder
 
-from senti.serving import layout
+from senti.core import layout
+from senti.core.errors import SentiError
 from senti.toolkit.config import TrainConfig
-from senti.toolkit.errors import SentiError
 
 SENTI = [sys.executable, "-m", "senti.cli"]
 
@@ -192,7 +192,7 @@ def test_sigterm_keeps_the_last_good_checkpoint(tmp_path):
     assert metrics["interrupted"]["signal"] == "SIGTERM"
     assert not list(out.glob(".checkpoint.staging-*"))
 
-    from senti.export.checkpoint import load_checkpoint
+    from senti.core.checkpoint import load_checkpoint
 
     model, tokenizer, meta = load_checkpoint(out)
     assert meta.dev["step"] == metrics["best"]["step"]

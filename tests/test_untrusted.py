@@ -10,8 +10,8 @@ import shutil
 import pytest
 from conftest import train_tiny
 
-from senti.serving import layout
-from senti.serving.errors import SentiError
+from senti.core import layout
+from senti.core.errors import SentiError
 
 
 class RunsCode:

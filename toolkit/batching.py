@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from senti.serving.batching import length_sorted_batches
+from senti.core.batching import length_sorted_batches
 
 
 def encode_texts(tokenizer, texts, max_seq_len: int) -> tuple[list[list[int]], int]:

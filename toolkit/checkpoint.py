@@ -1,6 +1,6 @@
 """Writing checkpoint folders: PaddleNLP's `save_pretrained` layout plus `senti.json`, never half-written.
 
-The metadata schema (`CheckpointMeta`) and the reader live in `senti.export.checkpoint`.
+The metadata schema (`CheckpointMeta`) and the reader live in `senti.core.checkpoint`.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from senti.export.checkpoint import CheckpointMeta
-from senti.serving import layout
-from senti.serving.artifacts import remove_stale_work
-from senti.serving.errors import SentiError
+from senti.core import layout
+from senti.core.artifacts import remove_stale_work
+from senti.core.checkpoint import CheckpointMeta
+from senti.core.errors import SentiError
 
 
 def versions() -> dict:

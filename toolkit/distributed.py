@@ -11,8 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from senti.core.errors import SentiError
 from senti.toolkit.config import TrainConfig
-from senti.toolkit.errors import SentiError
 
 
 def launch_command(config_file: Path, devices: list[str], device: str, log_dir: Path) -> list[str]:

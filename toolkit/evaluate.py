@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from senti.serving.batching import logits_in_order
+from senti.core.batching import logits_in_order
 
 
 def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0) -> np.ndarray:
@@ -56,8 +56,8 @@ def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: s
     """(rows, data record): one split cut as the model's recipe says (or `dataset` with its seed), or every row."""
     from dataclasses import asdict
 
+    from senti.core.errors import SentiError
     from senti.toolkit.data import load_all_rows, recorded_splits
-    from senti.toolkit.errors import SentiError
 
     if split == "all":
         source = dataset or (recipe.dataset if recipe else None)
@@ -93,7 +93,7 @@ def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "tes
                         trust_pickle: bool = False, baseline: bool = True) -> dict:
     """Score a checkpoint on one split of the data it was trained on (cut as in training), of `dataset`,
     or on every row (`split="all"`)."""
-    from senti.export.checkpoint import load_checkpoint
+    from senti.core.checkpoint import load_checkpoint
     from senti.toolkit.batching import encode_texts
 
     model, tokenizer, meta = load_checkpoint(Path(model_dir), trust_pickle)
@@ -110,8 +110,8 @@ def evaluate_export(export_dir, dataset: str | None = None, split: str = "test",
                     backend: str = "auto", baseline: bool = True) -> dict:
     """Score an export folder with the runtime that serves it (`backend`, default what `auto` picks): the
     accuracy of the model as deployed, INT8 included."""
+    from senti.core.artifacts import SplitRecipe
     from senti.serving import Predictor
-    from senti.serving.artifacts import SplitRecipe
 
     predictor = Predictor.load(export_dir, backend=backend)
     recipe = SplitRecipe(**predictor.meta.data) if predictor.meta.data else None
@@ -128,7 +128,7 @@ def evaluate_export(export_dir, dataset: str | None = None, split: str = "test",
 def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
                    trust_pickle: bool = False, backend: str = "auto", baseline: bool = True) -> dict:
     """A checkpoint (dynamic graph) or an export folder (its serving runtime), whichever `model_dir` is."""
-    from senti.serving import layout
+    from senti.core import layout
 
     if (Path(model_dir) / layout.EXPORT_META).is_file():
         return evaluate_export(model_dir, dataset, split, batch_size, backend, baseline)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from senti.export.checkpoint import read_meta
+from senti.core.checkpoint import read_meta
+from senti.core.errors import SentiError
 from senti.toolkit.data import recorded_splits
-from senti.toolkit.errors import SentiError
 
 
 def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list[str], list[str], dict, list[str]]:

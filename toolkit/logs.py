@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import warnings
 
-from senti.serving.runtime import import_paddle, verbose
+from senti.core.runtime import import_paddle, verbose
 
 
 def quiet_libraries() -> None:

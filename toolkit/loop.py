@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
+from senti.core.errors import SentiError
 from senti.toolkit.batching import length_bucketed_batches
-from senti.toolkit.errors import SentiError
 
 
 class TrainingDiverged(SentiError):

@@ -7,9 +7,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from senti.serving import layout
-from senti.export.checkpoint import load_checkpoint
-from senti.toolkit.errors import SentiError
+from senti.core import layout
+from senti.core.checkpoint import load_checkpoint
+from senti.core.errors import SentiError
 
 # ERNIE shapes by name: layers, hidden size, attention heads, feed-forward size.
 SHAPES: dict[str, tuple[int, int, int, int]] = {
@@ -174,7 +174,7 @@ def folder_config(path: Path) -> dict:
 
 def folder_weights(path: Path, trust_pickle: bool) -> dict:
     """name -> numpy array from model.safetensors, or from a pickled model_state.pdparams with `trust_pickle`."""
-    from senti.export.checkpoint import check_weights_format
+    from senti.core.checkpoint import check_weights_format
 
     path = Path(path)
     if not any((path / n).is_file() for n in (layout.PADDLENLP_SAFE_WEIGHTS, layout.PADDLENLP_WEIGHTS)):
@@ -229,7 +229,7 @@ def pretrained_folder(path: Path, model_class, trust_pickle: bool = False, label
                         label2id={lab: i for i, lab in enumerate(labels)})
     model = model_class(ErnieConfig(**settings))
     lower = True
-    tokenizer_config = path / "tokenizer_config.json"
+    tokenizer_config = path / layout.PADDLENLP_TOKENIZER_CONFIG
     if tokenizer_config.is_file():
         lower = bool(json.loads(tokenizer_config.read_text(encoding="utf-8")).get("do_lower_case", True))
     tokenizer = ErnieTokenizer(str(path / layout.VOCAB), do_lower_case=lower)

@@ -17,10 +17,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from senti.serving import layout
-from senti.serving.artifacts import write_json_atomic
+from senti.core import layout
+from senti.core.artifacts import write_json_atomic
+from senti.core.errors import SentiError
 from senti.toolkit.config import RunConfig
-from senti.toolkit.errors import SentiError
 
 MASKINGS = ("word", "char")
 HELDOUT_SHARE = 0.01  # of the sequences, kept out of training for the MLM figures
@@ -148,7 +148,7 @@ def _start_model(config: PretrainConfig, say):
 
 def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
     """Pretrain per `config` into `config.output_dir`; returns the metrics (also in metrics.json)."""
-    from senti.serving.runtime import configure_runtime
+    from senti.core.runtime import configure_runtime
 
     runtime = configure_runtime(config.threads)
     import paddle
@@ -229,7 +229,7 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
         "versions": versions(), "steps": [], "evaluations": [], "interrupted": None}
     step = 0
     if state:
-        _load_optimizer(optimizer, out)
+        _load_optimizer(optimizer, model, out)
         step = state["step"]
         for _ in range(step):
             schedule.step()
@@ -252,7 +252,7 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
         elapsed = prior_minutes + (time.perf_counter() - run_start) / 60
         saved = replace(meta, steps=step, heldout=record, elapsed_minutes=round(elapsed, 2))
         save_checkpoint(model, tokenizer, out, saved, config,
-                        extra={layout.PRETRAIN_STATE: lambda d: _save_state(optimizer, d, step, elapsed, metrics)})
+                        extra={layout.PRETRAIN_STATE: lambda d: _save_state(optimizer, model, d, step, elapsed, metrics)})
         write_json_atomic(out / layout.METRICS, metrics)
         if config.snapshots:
             _snapshot(out, step)
@@ -324,21 +324,37 @@ def _resume_state(out: Path) -> dict | None:
     return data
 
 
-def _save_state(optimizer, path: Path, step: int, elapsed: float, metrics: dict) -> None:
+def _structured_names(model) -> dict[str, str]:
+    """Paddle keys optimizer state by each parameter's unique name (`linear_3.w_0`), which depends on how many
+    layers the process built before; the structured name (`ernie.encoder...`) does not."""
+    return {p.name: n for n, p in model.named_parameters()}
+
+
+def _rename(key: str, names: dict[str, str]) -> str:
+    for old in sorted(names, key=len, reverse=True):  # longest first: linear_11.w_0 before linear_1.w_0
+        if key.startswith(old + "_"):
+            return names[old] + key[len(old):]
+    return key
+
+
+def _save_state(optimizer, model, path: Path, step: int, elapsed: float, metrics: dict) -> None:
     """Optimizer moments as safetensors (loading runs no code), the step and metrics in its metadata."""
     from safetensors.numpy import save_file
 
-    tensors = {k: np.ascontiguousarray(v.numpy()) for k, v in optimizer.state_dict().items() if hasattr(v, "numpy")}
+    names = _structured_names(model)
+    tensors = {_rename(k, names): np.ascontiguousarray(v.numpy()) for k, v in optimizer.state_dict().items()
+               if hasattr(v, "numpy")}
     state = {"step": step, "elapsed_minutes": elapsed, "metrics": metrics}
     save_file(tensors, str(path), metadata={"state": json.dumps(state)})
 
 
-def _load_optimizer(optimizer, out: Path) -> None:
+def _load_optimizer(optimizer, model, out: Path) -> None:
     import paddle
     from safetensors.numpy import load_file
 
+    names = {n: p for p, n in _structured_names(model).items()}
     tensors = load_file(str(out / layout.PRETRAIN_STATE))
-    optimizer.set_state_dict({k: paddle.to_tensor(v) for k, v in tensors.items()})
+    optimizer.set_state_dict({_rename(k, names): paddle.to_tensor(v) for k, v in tensors.items()})
 
 
 def _snapshot(out: Path, step: int) -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from senti.serving.errors import DataError
+from senti.core.errors import DataError
+from senti.core.rows import read_rows
 from senti.serving.predictor import softmax
-from senti.serving.rows import read_rows
 
 NEAR_DUPLICATE = 0.5  # 3-gram Jaccard similarity at or above which `diverse` calls two texts the same
 OUTPUT_SUFFIXES = (".jsonl", ".tsv", ".csv")
@@ -70,7 +70,7 @@ STRATEGIES = ("uncertainty", "diverse", "random")
 
 def model_probabilities(model: Path, texts: list[str], batch_size: int = 64, trust_pickle: bool = False):
     """(probabilities, labels) from an export folder (its serving runtime) or a checkpoint (dynamic graph)."""
-    from senti.serving import layout
+    from senti.core import layout
 
     if (Path(model) / layout.EXPORT_META).is_file():
         from senti.serving import Predictor
@@ -79,7 +79,7 @@ def model_probabilities(model: Path, texts: list[str], batch_size: int = 64, tru
         logits = predictor.logits(texts, batch_size)[0]
         labels = predictor.labels
     else:
-        from senti.export.checkpoint import load_checkpoint
+        from senti.core.checkpoint import load_checkpoint
         from senti.toolkit.batching import encode_texts
         from senti.toolkit.evaluate import predict_logits
 

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import numpy as np
 
-from senti.serving import layout
-from senti.serving.runtime import configure_runtime
-from senti.serving.batching import pad_batch
+from senti.core import layout
+from senti.core.artifacts import SplitRecipe, write_json_atomic
+from senti.core.batching import pad_batch
+from senti.core.checkpoint import CheckpointMeta
+from senti.core.errors import SentiError
+from senti.core.runtime import configure_runtime
 from senti.toolkit.batching import encode_texts
-from senti.export.checkpoint import CheckpointMeta
-from senti.serving.artifacts import SplitRecipe, write_json_atomic
 from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
 from senti.toolkit.config import TrainConfig
 from senti.toolkit.data import load_recipe
-from senti.toolkit.errors import SentiError
 from senti.toolkit.evaluate import classification_metrics, predict_logits
 from senti.toolkit.loop import fit, raise_if_interrupted
 from senti.toolkit.models import build_model, default_lr
@@ -190,7 +190,7 @@ def continuation(config: TrainConfig, splits) -> tuple[list[str], list, dict | N
         if config.replay:
             raise SentiError("--replay continues a checkpoint: --model must be a senti checkpoint folder")
         return splits.labels, [], None
-    from senti.export.checkpoint import read_meta
+    from senti.core.checkpoint import read_meta
 
     parent_meta = read_meta(parent)
     labels = parent_meta.labels

@@ -1,7 +1,7 @@
 """File names of every artifact senti writes: the one place readers and writers agree on.
 
-`serving` owns this module because it is the lowest layer: `toolkit` writes checkpoints and
-`export` writes export folders, and both (plus `serving` itself) read them through these names.
+`core` owns this module because it is the lowest floor: `toolkit` writes checkpoints and pretrained
+folders, `export` writes export folders, and every stage reads them through these names.
 """
 
 # A training checkpoint is a PaddleNLP `save_pretrained` folder plus these files.
@@ -44,7 +44,7 @@ ONNX_FILES = {
     "onnx-fp16": "model.fp16.onnx",  # float16 weights and compute, for GPU providers
 }
 TOKENIZER_JSON = "tokenizer.json"  # Hugging Face `tokenizers`: the ids senti's runtime makes, no Python needed
-PADDLENLP_TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json")  # AutoTokenizer.from_pretrained
+PADDLENLP_TOKENIZER_CONFIG = "tokenizer_config.json"  # AutoTokenizer.from_pretrained: do_lower_case and more
 TRITON_DIR = "triton"
 TRITON_CONFIG = "config.pbtxt"
 TRITON_LABELS = "labels.txt"

