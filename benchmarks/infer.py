@@ -15,10 +15,12 @@ import numpy as np
 from senti.benchmarks.timing import summarize, time_calls
 from senti.core import layout
 from senti.core.batching import logits_in_order
-from senti.serving.backends import OnnxBackend, PaddleBackend
+from senti.serving.backends import FORMATS, OnnxBackend, PaddleBackend
 
-CPU_BACKENDS = ("dynamic", "paddle-onednn", "paddle-plain", "onnx", "onnx-opt", "onnx-int8", "onnx-int8-static")
-GPU_BACKENDS = ("dynamic", "paddle-gpu", "onnx", "onnx-opt", "onnx-fp16")
+# The dynamic graph, Paddle Inference's variants, then every exported ONNX format the device has kernels for.
+CPU_BACKENDS = ("dynamic", "paddle-onednn", "paddle-plain",
+                *(n for n, f in FORMATS.items() if n != "paddle" and f.precision != "fp16"))
+GPU_BACKENDS = ("dynamic", "paddle-gpu", *(n for n, f in FORMATS.items() if n != "paddle" and f.precision != "int8"))
 
 
 def dynamic_backend(checkpoint: Path):

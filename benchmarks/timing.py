@@ -37,7 +37,7 @@ def environment() -> dict:
     from senti.core.runtime import package_versions, runtime_record
 
     env = {"python": platform.python_version(), "platform": platform.platform(), **runtime_record(),
-           **package_versions(("paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "onnxruntime", "onnxruntime-gpu"))}
+           **package_versions()}
     try:
         import paddle
 

@@ -48,7 +48,9 @@ def evaluate(
     console.print(f"{split.value} of {result['dataset']}{cut}, scored by {result['backend']}: accuracy "
                   f"[bold]{result['accuracy']:.4f}[/], macro-F1 [bold]{result['macro_f1']:.4f}[/] "
                   f"on {result['n']} texts")
-    if "baseline" in result:
+    if "baseline" in result and result["baseline"].get("skipped"):
+        console.print(f"baseline skipped: {result['baseline']['skipped']}")
+    elif "baseline" in result:
         b = result["baseline"]
         console.print(f"baseline ({b['model']}, fitted in {b['fit_seconds']:.0f} s on {b['train_rows']} training "
                       f"rows): accuracy [bold]{b['scored']['accuracy']:.4f}[/], macro-F1 {b['scored']['macro_f1']:.4f}"

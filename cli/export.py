@@ -21,7 +21,8 @@ def export_cmd(
     output_dir: Annotated[Path, typer.Option(help="Export folder to create.")],
     formats: Annotated[str, typer.Option(help=f"Comma-separated, of: {', '.join(EXPORT_FORMATS)} (Paddle "
                                               "Inference, ONNX).")] = ",".join(EXPORT_FORMATS),
-    quantize: Annotated[Optional[Quantize], typer.Option(help="Also write a dynamically quantized model.")] = None,
+    quantize: Annotated[Optional[Quantize], typer.Option(
+        help="Also write INT8 models: static (scales calibrated on training texts) and dynamic.")] = None,
     fp16: Annotated[bool, typer.Option(help="Also write a float16 ONNX model for GPU providers.")] = False,
     opset: Annotated[int, typer.Option(help="ONNX opset.")] = 14,
     max_seq_len: Annotated[Optional[int], typer.Option(help="Longest input (default: the checkpoint's).")] = None,

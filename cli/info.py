@@ -26,8 +26,7 @@ def info():
 
     table = Table(title="senti environment", show_header=False)
     table.add_row("python", platform.python_version())
-    for pkg, version in package_versions(("senti", "paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "paddle2onnx",
-                                          "onnxruntime", "onnxruntime-gpu", "tokenizers", "ray")).items():
+    for pkg, version in package_versions().items():
         table.add_row(pkg, version)
     table.add_row("cpu", f"{runtime['cpu_model']} ({runtime['cores']} cores available)")
     table.add_row("threads", f"OMP {runtime['omp_num_threads']}, MKL_DEBUG_CPU_TYPE={runtime['mkl_debug_cpu_type']}")

@@ -94,8 +94,13 @@ def runtime_record() -> dict:
 _applied_before_paddle: bool | None = None  # None: configure_runtime was never called
 
 
-def package_versions(names) -> dict:
-    """Installed versions of the named distributions; missing ones are left out."""
+# The distributions whose versions every artifact and measurement records (the one list).
+RECORDED_PACKAGES = ("senti", "paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "paddle2onnx", "onnx", "onnxruntime",
+                     "onnxruntime-gpu", "tokenizers", "ray")
+
+
+def package_versions(names=RECORDED_PACKAGES) -> dict:
+    """Installed versions of the named distributions (default: RECORDED_PACKAGES); missing ones are left out."""
     import importlib.metadata as md
 
     found = {}

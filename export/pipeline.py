@@ -23,6 +23,7 @@ from senti.core.batching import pad_batch
 from senti.core.checkpoint import load_checkpoint
 from senti.core.errors import SentiError
 from senti.core.runtime import package_versions
+from senti.core.sequence import seq_len_problem, text_budget
 from senti.export.onnx_convert import (
     ExportError,
     optimize,
@@ -69,8 +70,8 @@ class ExportConfig:
             raise ExportError("--quantize and --fp16 produce ONNX models: add onnx to --formats")
         if not 11 <= self.opset <= 21:
             raise ExportError(f"opset must be between 11 and 21; got {self.opset}")
-        if self.max_seq_len is not None and not 8 <= self.max_seq_len <= 2048:
-            raise ExportError(f"max_seq_len must be between 8 and 2048; got {self.max_seq_len}")
+        if self.max_seq_len is not None and seq_len_problem(self.max_seq_len):
+            raise ExportError(seq_len_problem(self.max_seq_len))
         if self.threads is not None and self.threads < 1:
             raise ExportError(f"threads must be at least 1; got {self.threads}")
 
@@ -87,8 +88,7 @@ def _check_output(out: Path, overwrite: bool) -> None:
 
 
 def _versions() -> dict:
-    return package_versions(("paddlepaddle", "paddlepaddle-gpu", "paddlenlp", "paddle2onnx", "onnx", "onnxruntime",
-                             "onnxruntime-gpu"))
+    return package_versions()
 
 
 # The ONNX formats made from another one: format -> (source format, how). Every format is described
@@ -103,25 +103,25 @@ def _calibrated_int8(src: Path, out: Path, job) -> dict:
     return {**quantize_int8_static(src, out, batches), "calibration": job.calibration_source}
 
 
-# A maker is (source path, output path, job with .model and .calibration) -> extra facts for export.json.
-DERIVED = {
-    "onnx-opt": ("onnx", _optimize),
-    "onnx-int8-static": ("onnx-opt", _calibrated_int8),
-    "onnx-int8": ("onnx-opt", lambda src, out, job: quantize_int8(src, out)),
-    "onnx-fp16": ("onnx-opt", lambda src, out, job: to_fp16(src, out)),
+# How each derived format (FORMATS[name].source set) is made: (source path, output path, job with .model and
+# .calibration) -> extra facts for export.json.
+MAKERS = {
+    "onnx-opt": _optimize,
+    "onnx-int8-static": _calibrated_int8,
+    "onnx-int8": lambda src, out, job: quantize_int8(src, out),
+    "onnx-fp16": lambda src, out, job: to_fp16(src, out),
 }
 CALIBRATION_TEXTS = 512  # training texts for the static INT8 scales: more changed nothing measurable here
 
 
 def wanted_formats(config: ExportConfig) -> list[str]:
-    """The formats this export writes, in FORMATS order."""
+    """The formats this export writes, in FORMATS order: those asked for, and each derived format whose source is
+    written and whose option is on (with int8, both the calibrated one `auto` serves and the dynamic one)."""
+    options = {None, config.quantize, "fp16" if config.fp16 else None}
     wanted = set(config.formats)
-    if "onnx" in wanted:
-        wanted.add("onnx-opt")
-        if config.quantize == "int8":  # both: the calibrated one `auto` serves, the dynamic one for comparison
-            wanted.update(("onnx-int8-static", "onnx-int8"))
-        if config.fp16:
-            wanted.add("onnx-fp16")
+    for name, fmt in FORMATS.items():  # a source precedes what is made from it in FORMATS
+        if fmt.source in wanted and fmt.option in options:
+            wanted.add(name)
     return [name for name in FORMATS if name in wanted]
 
 
@@ -200,8 +200,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
                 io = paddle_to_onnx(graph_file, params_file, path, spec)
                 files = [path.name]
             else:
-                source, make = DERIVED[fmt]
-                extra = make(staging / FORMATS[source].path, path, job) or {}
+                extra = MAKERS[fmt](staging / FORMATS[FORMATS[fmt].source].path, path, job) or {}
                 files = [path.name]
             formats[fmt] = {"files": files, **extra, "parity": check(fmt)}
         failed = {f: v["parity"]["reason"] for f, v in formats.items()
@@ -260,7 +259,7 @@ def _drift_of(logits: np.ndarray, texts: list[str], fast: FastTokenizer, max_len
     """The drift figures of the parity (dev) texts under the dynamic graph, for `senti predict` to compare with."""
     probs = softmax(logits)
     ids = fast.encode_batch(texts)
-    return summarize([SimpleNamespace(score=float(p.max()), label=labels[int(p.argmax())], truncated=len(x) > max_len - 2,
+    return summarize([SimpleNamespace(score=float(p.max()), label=labels[int(p.argmax())], truncated=len(x) > text_budget(max_len),
                                       tokens=len(x), unknown_tokens=sum(t == fast.unk_id for t in x))
                       for p, x in zip(probs, ids)])
 

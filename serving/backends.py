@@ -112,17 +112,25 @@ class BackendFormat:
     # scales per call over the whole batch, so batch-mates move a text's score (by 4e-3 on 4l-312h, README):
     # `auto` never picks such a format, because one client's traffic would change another client's scores.
     batch_independent: bool = True
+    # Derived formats: made from `source` (another format's file) by export's maker of the same name, when the
+    # source is written and `option` (None: always; "int8": --quantize int8; "fp16": --fp16) is asked for.
+    source: str | None = None
+    option: str | None = None
 
 
+# The registry of exported formats by name: paddle (Paddle Inference), onnx (paddle2onnx), onnx-opt (ORT's
+# transformer fusions), onnx-int8-static (calibrated QDQ), onnx-int8 (dynamic), onnx-fp16 (GPU providers).
 FORMATS: dict[str, BackendFormat] = {f.name: f for f in (
     BackendFormat("paddle", layout.PADDLE_DIR, "fp32", ("atol", 1e-4), PaddleBackend, 4, 4, True),
     BackendFormat("onnx", layout.ONNX_FILES["onnx"], "fp32", ("atol", 1e-4), OnnxBackend, 3, 3, True),
-    BackendFormat("onnx-opt", layout.ONNX_FILES["onnx-opt"], "fp32", ("atol", 1e-4), OnnxBackend, 2, 2, True),
+    BackendFormat("onnx-opt", layout.ONNX_FILES["onnx-opt"], "fp32", ("atol", 1e-4), OnnxBackend, 2, 2, True,
+                  source="onnx"),
     BackendFormat("onnx-int8-static", layout.ONNX_FILES["onnx-int8-static"], "int8", ("accuracy_drop", 0.01),
-                  OnnxBackend, 1, None, False),
+                  OnnxBackend, 1, None, False, source="onnx-opt", option="int8"),
     BackendFormat("onnx-int8", layout.ONNX_FILES["onnx-int8"], "int8", ("accuracy_drop", 0.01), OnnxBackend, None,
-                  None, False, batch_independent=False),
-    BackendFormat("onnx-fp16", layout.ONNX_FILES["onnx-fp16"], "fp16", ("atol", 5e-2), OnnxBackend, None, 1, False),
+                  None, False, batch_independent=False, source="onnx-opt", option="int8"),
+    BackendFormat("onnx-fp16", layout.ONNX_FILES["onnx-fp16"], "fp16", ("atol", 5e-2), OnnxBackend, None, 1, False,
+                  source="onnx-opt", option="fp16"),
 )}
 BACKENDS = tuple(FORMATS)
 

@@ -11,6 +11,7 @@ from senti.core.artifacts import ExportMeta, read_export_meta
 from senti.core.batching import logits_in_order
 from senti.core.errors import ArtifactError, SentiError
 from senti.core.runtime import configure_runtime
+from senti.core.sequence import text_budget
 from senti.serving.tokenizer import FastTokenizer
 
 LONG_TEXT_MODES = ("truncate", "window")
@@ -38,7 +39,7 @@ def text_problem(text) -> str | None:
         return f"not valid Unicode (lone surrogate U+{ord(text[err.start]):04X} at character {err.start})"
     return None
 # One CPU model call's fixed cost in padded tokens' worth of work: on random 32-text mixes of ChnSentiCorp
-# dev texts throughput was flat for 64-192 and best near 128 (python -m benchmarks.batch_cut; README).
+# dev texts throughput was flat for 64-192 and best near 128 (python -m senti.benchmarks.batch_cut; README).
 CPU_CALL_COST_TOKENS = 128
 
 
@@ -125,7 +126,7 @@ class Predictor:
         if name != "paddle":
             backend_options.setdefault("allow_spinning", ort_spinning)
         runner = open_backend(Path(export_dir), name, threads=threads, device=device, **backend_options)
-        window = meta.max_seq_len - 2
+        window = text_budget(meta.max_seq_len)
         stride = stride or max(1, window // 2)
         if not 1 <= stride <= window:
             raise SentiError(f"stride must be between 1 and {window}; got {stride}")
@@ -137,7 +138,7 @@ class Predictor:
         return cls(export_dir, meta, runner, name, long_text, stride, call_cost, max_windows)
 
     def _window_count(self, tokens: int) -> int:
-        window = self.max_seq_len - 2
+        window = text_budget(self.max_seq_len)
         if self.long_text == "truncate" or tokens <= window:
             return 1
         return len(range(0, tokens - window, self.stride)) + 1
@@ -149,7 +150,7 @@ class Predictor:
         return [self._window_count(len(ids)) for ids in self.tokenizer.encode_batch(list(texts))]
 
     def _pieces(self, ids: list[int]) -> list[list[int]]:
-        window = self.max_seq_len - 2
+        window = text_budget(self.max_seq_len)
         if self.long_text == "truncate" or len(ids) <= window:
             return [self.tokenizer.with_specials(ids, self.max_seq_len)[0]]
         starts = list(range(0, len(ids) - window, self.stride)) + [len(ids) - window]
@@ -173,7 +174,7 @@ class Predictor:
                 if (n := self._window_count(len(x))) > self.max_windows}
         if over:
             raise InvalidText(over)
-        too_long = [len(x) > self.max_seq_len - 2 for x in ids]
+        too_long = [len(x) > text_budget(self.max_seq_len) for x in ids]
         pieces, owner = [], []
         for i, text_ids in enumerate(ids):
             for piece in self._pieces(text_ids):

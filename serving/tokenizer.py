@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from senti.core.sequence import text_budget
+
 # paddlenlp's _is_symbol: any Unicode symbol, plus these code points.
 PADDLE_SYMBOLS = r"[\p{S}\x{00AD}\x{00B2}\x{00BA}\x{3007}\x{00B5}\x{00D8}\x{014B}\x{01B1}]"
 
@@ -80,7 +82,7 @@ class FastTokenizer:
 
     def with_specials(self, ids: list[int], max_seq_len: int) -> tuple[list[int], bool]:
         """[CLS] ids [SEP], cut to `max_seq_len` as ErnieTokenizer's truncation does; and whether it cut."""
-        budget = max_seq_len - 2
+        budget = text_budget(max_seq_len)
         return [self.cls_id, *ids[:budget], self.sep_id], len(ids) > budget
 
     def __call__(self, texts: list[str], max_seq_len: int) -> list[list[int]]:

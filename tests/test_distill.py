@@ -11,7 +11,7 @@ from conftest import EMOTIONS, export_tiny, synthetic_rows, write_folder
 
 from senti.core import layout
 from senti.core.errors import SentiError
-from senti.toolkit.distill import DISTILL_META, DistillConfig, layer_map, run_distillation
+from senti.toolkit.distill import DistillConfig, layer_map, run_distillation
 
 
 def _distill(teacher, data, out, **overrides):
@@ -34,7 +34,7 @@ def test_distilled_student_is_an_ordinary_checkpoint_with_a_report(tiny_checkpoi
     extra.write_text("\n".join([t for _, t in synthetic_rows(100, seed=9)] + [dev_text]) + "\n", encoding="utf-8")
     out = tmp_path / "student"
     report = _distill(ckpt, data, out, extra_texts=str(extra))
-    assert json.loads((out / DISTILL_META).read_text(encoding="utf-8")) == report
+    assert json.loads((out / layout.DISTILL_META).read_text(encoding="utf-8")) == report
     # Teacher logits for the 600 train rows + extras: once, not once per epoch.
     assert calls.count(600 + report["extra_texts"]["used"]) == 1
     assert report["extra_texts"]["used"] <= 100 and report["extra_texts"]["excluded_dev_test_or_duplicate"] >= 1

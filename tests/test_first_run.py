@@ -124,7 +124,8 @@ def test_train_and_export_print_their_own_story_and_nothing_else(tmp_path):
 
 
 def test_default_learning_rate_follows_where_the_weights_come_from(tmp_path):
-    """Random weights learn at the scratch default; a checkpoint or pretrained name fine-tunes at PaddleNLP's."""
+    """Random weights learn at the scratch default; a hub name fine-tunes at PaddleNLP's; a checkpoint continues at
+    the rate of where its weights began (issue 19: a scratch checkpoint at 5e-5 barely moved)."""
     from senti.toolkit.config import TrainConfig
     from senti.toolkit.models import FINE_TUNE_LR, SCRATCH_LR, default_lr
     from senti.toolkit.train import run_training
@@ -141,4 +142,5 @@ def test_default_learning_rate_follows_where_the_weights_come_from(tmp_path):
     said.clear()
     run_training(TrainConfig(model=str(tmp_path / "c"), dataset=str(data), output_dir=str(tmp_path / "c2"),
                              max_steps=2, eval_every=2, batch_size=16, device="cpu"), say=said.append)
-    assert TrainConfig.load(tmp_path / "c2" / layout.TRAIN_CONFIG).lr == FINE_TUNE_LR
+    assert TrainConfig.load(tmp_path / "c2" / layout.TRAIN_CONFIG).lr == SCRATCH_LR
+    assert default_lr(str(tmp_path / "c2"))[0] == SCRATCH_LR  # the origin follows a chain of continuations

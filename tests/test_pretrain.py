@@ -72,6 +72,10 @@ def test_pretrain_writes_a_paddlenlp_folder_that_fine_tunes(tmp_path, binary_fol
     assert tuned["model"]["source"] == "pretrained"
     assert tuned["model"]["loaded"].startswith("loaded") and "fresh head" in tuned["model"]["loaded"]
     assert tuned["baseline"]["dev"]["accuracy"] > 0.9  # synthetic cue words: the n-gram model finds them
+    from senti.toolkit.models import PRETRAINED_LR, default_lr
+
+    # a small pretrained model, and a checkpoint fine-tuned from it, default to the rate measured for them
+    assert default_lr(str(out))[0] == default_lr(str(tmp_path / "tuned"))[0] == PRETRAINED_LR
 
 
 def test_pretrain_resumes_where_it_stopped(tmp_path):

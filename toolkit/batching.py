@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from senti.core.batching import length_sorted_batches
+from senti.core.sequence import text_budget
 
 
 def encode_texts(tokenizer, texts, max_seq_len: int) -> tuple[list[list[int]], int]:
@@ -14,7 +15,7 @@ def encode_texts(tokenizer, texts, max_seq_len: int) -> tuple[list[list[int]], i
     also counts truncation.
     """
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    budget = max_seq_len - 2
+    budget = text_budget(max_seq_len)
     encoded, truncated = [], 0
     for text in texts:
         ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))

@@ -17,10 +17,13 @@ from senti.core.errors import SentiError
 
 
 def versions() -> dict:
+    """What a training artifact records: the paddle module's version (CPU and GPU builds alike) and every
+    recorded distribution's."""
     import paddle
-    import paddlenlp
 
-    return {"paddle": paddle.__version__, "paddlenlp": paddlenlp.__version__}
+    from senti.core.runtime import package_versions
+
+    return {"paddle": paddle.__version__, **package_versions()}
 
 
 def refuse_existing(out_dir: Path, overwrite: bool) -> None:

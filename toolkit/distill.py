@@ -9,6 +9,7 @@ The teacher's logits are computed once, for the training rows and any extra unla
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -33,7 +34,6 @@ from senti.toolkit.train import checkpoint_meta, finish_run, resolve_precision, 
 
 # ERNIE 3.0's small shapes under their usual names, plus every named shape.
 STUDENT_PRESETS = {"tiny-4l-312h": "4l-312h", **{name: name for name in SHAPES}}
-DISTILL_META = layout.DISTILL_META
 
 
 # --- adaptors: every model is reached the same way ---------------------------------------------
@@ -95,8 +95,21 @@ def hidden_mse(b: LossInputs):
     return total / len(b.layers)
 
 
-LOSSES = {"soft": soft_kl, "hard": hard_ce, "hidden": hidden_mse}
-HIDDEN_LOSSES = {"hidden"}  # these need every layer's states from both models
+@dataclass(frozen=True)
+class Loss:
+    """A distillation term: `fn(LossInputs) -> scalar tensor`; `needs_hidden`: it reads every layer's states
+    of both models (costly: the teacher runs again per batch)."""
+
+    fn: Callable
+    needs_hidden: bool = False
+
+    def __call__(self, inputs: LossInputs):
+        return self.fn(inputs)
+
+
+# The registry, by name: soft (KL to the teacher's tempered distribution), hard (CE with gold labels),
+# hidden (TinyBERT's hidden-state MSE through learned projections).
+LOSSES: dict[str, Loss] = {"soft": Loss(soft_kl), "hard": Loss(hard_ce), "hidden": Loss(hidden_mse, needs_hidden=True)}
 
 
 def layer_map(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
@@ -210,7 +223,7 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     unknown = sorted(set(weights) - set(LOSSES))
     if unknown:
         raise SentiError(f"unknown distillation loss {', '.join(unknown)}; choose from {', '.join(LOSSES)}")
-    use_hidden = bool(HIDDEN_LOSSES & set(weights))
+    use_hidden = any(LOSSES[name].needs_hidden for name in weights)
     recipe = SplitRecipe(dataset=config.dataset, seed=config.seed)
     splits = load_recipe(recipe)
     if set(splits.labels) != set(labels):

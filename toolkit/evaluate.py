@@ -80,10 +80,14 @@ def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: s
 def baseline_beside(where: Path, recipe, dataset: str | None, rows, labels: list[str]) -> dict:
     """The n-gram baseline fitted on the training split the model learned from (or `dataset`'s), scored on
     `rows`: what the cheapest honest model gets on the same texts."""
+    from senti.core.errors import DataError
     from senti.toolkit.baseline import baseline_figures
     from senti.toolkit.data import recorded_splits
 
-    splits, _ = recorded_splits(where, recipe, dataset if recipe is None else None)
+    try:
+        splits, _ = recorded_splits(where, recipe, dataset if recipe is None else None)
+    except DataError as err:  # no training rows to fit it on (a test-only folder, a model that records no data)
+        return {"model": None, "skipped": str(err)}
     train = [e for e in splits.train if e.label in labels]
     return baseline_figures([e.text for e in train], [e.label for e in train], labels,
                             {"scored": ([e.text for e in rows], [e.label for e in rows])})

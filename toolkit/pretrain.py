@@ -20,6 +20,7 @@ import numpy as np
 from senti.core import layout
 from senti.core.artifacts import write_json_atomic
 from senti.core.errors import SentiError
+from senti.core.sequence import text_budget
 from senti.toolkit.config import RunConfig
 
 MASKINGS = ("word", "char")
@@ -175,7 +176,7 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
     fast = FastTokenizer(vocab_file, do_lower_case=bool(getattr(tokenizer, "do_lower_case", True)))
     cache = out / ".corpus"
     started = time.perf_counter()
-    corpus = tokenize_corpus(config.corpus, fast, cache, config.max_seq_len - 2, config.seed)
+    corpus = tokenize_corpus(config.corpus, fast, cache, text_budget(config.max_seq_len), config.seed)
     stats = corpus.stats
     say(f"corpus: {stats['texts']:,} texts, {stats['sequences']:,} sequences, {stats['tokens']:,} tokens "
         f"({time.perf_counter() - started:.0f} s to tokenize); [UNK] rate {stats['unk_rate']:.2%}")
