@@ -16,3 +16,9 @@ def forward_flops(tokens: int, layers: int, hidden: int, ffn: int) -> float:
 def training_flops(tokens: int, layers: int, hidden: int, ffn: int) -> float:
     """Forward plus backward: the usual 3x forward."""
     return 3.0 * forward_flops(tokens, layers, hidden, ffn)
+
+
+def mlm_training_flops(tokens: int, scored: int, layers: int, hidden: int, ffn: int, vocab: int) -> float:
+    """A masked-LM training step of one sequence: the encoder, and the head (transform and the projection over
+    the vocabulary) at the `scored` positions, forward and backward."""
+    return training_flops(tokens, layers, hidden, ffn) + 3.0 * 2.0 * scored * (hidden * hidden + hidden * vocab)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import BertConfig, BertForSequenceClassification
+from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification
 
 # The worker runs as a script in the peer environment, where senti is not installed; these two helper
 # modules need only numpy at import, so they are loaded from this folder by their bare names.
@@ -44,6 +44,7 @@ def main(folder: Path) -> None:
     framework = f"torch {torch.__version__}, transformers {__import__('transformers').__version__}"
     out = [{"task": "train", "framework": framework, "step_ms": summarize(times), "samples_per_s": batch / step,
             "seconds_per_epoch": spec["train_rows"] / batch * step, "epoch_extrapolated": True}]
+    out.append(mlm_step(config, feeds, spec, device, framework))
     model.eval()
     ids = feeds[0][0]
     latencies = []
@@ -57,6 +58,30 @@ def main(folder: Path) -> None:
                 "texts_per_s": len(ids) / float(np.median(latencies))})
     out.append({"task": "ceiling", "framework": framework, **matmul_ceiling(device, spec["ceiling_size"])})
     (folder / "result.json").write_text(json.dumps(out), encoding="utf-8")
+
+
+def mlm_step(config, feeds, spec, device, framework) -> dict:
+    """A masked-LM training step as transformers runs it (the head at every position, labels -100 elsewhere)."""
+    model = BertForMaskedLM(config).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    generator = torch.Generator().manual_seed(1)
+    times, tokens = [], []
+    for i, (ids, _) in enumerate(feeds):
+        chosen = (torch.rand(ids.shape, generator=generator) < 0.15).to(device) & (ids > 3)
+        labels = torch.where(chosen, ids, torch.full_like(ids, -100))
+        inputs = torch.where(chosen, torch.full_like(ids, 4), ids)
+        t0 = time.perf_counter()
+        loss = model(input_ids=inputs, attention_mask=(ids != 0).long(), labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        loss.item()
+        if i >= spec["warmup"]:
+            times.append(time.perf_counter() - t0)
+            tokens.append(ids.numel())
+    step = float(np.median(times))
+    return {"task": "pretrain", "framework": framework, "step_ms": summarize(times),
+            "tokens_per_s": float(np.mean(tokens)) / step, "samples_per_s": len(feeds[0][0]) / step}
 
 
 def matmul_ceiling(device, size: int) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from senti.benchmarks.flops import training_flops
+from senti.benchmarks.flops import mlm_training_flops, training_flops
 from senti.benchmarks.timing import summarize
 from senti.core.batching import pad_batch
 from senti.toolkit.batching import length_bucketed_batches
@@ -130,8 +130,61 @@ def run(ctx) -> list[dict]:
                              ["dynamic", "to_static"], ctx.steps, ctx.warmup, ctx.device, say=ctx.say, stop=ctx.stop,
                              budget_s=None if ctx.config.quick else ctx.config.train_budget_s)
     fitting = [r["batch_size"] for r in records if not r.get("oom")]
-    return records + [{"suite": "train_limit", "largest_batch_that_fit": max(fitting or [0]),
-                       "oom_batches": sorted({r["batch_size"] for r in records if r.get("oom")})}]
+    records.append({"suite": "train_limit", "largest_batch_that_fit": max(fitting or [0]),
+                    "oom_batches": sorted({r["batch_size"] for r in records if r.get("oom")})})
+    if not (ctx.stop and ctx.stop()):
+        records += bench_pretraining(ctx.model_config, ctx.encoded, ctx.shape, ctx.batch_sizes[0], ctx.steps,
+                                     ctx.warmup, ctx.device, say=ctx.say)
+    return records
+
+
+def bench_pretraining(model_config, encoded, shape: dict, batch: int, steps: int, warmup: int, device: str,
+                      say=print) -> list[dict]:
+    """`senti pretrain`'s step (ERNIE masked-LM, whole-word masking off, 15% of tokens) with the output head
+    over the masked positions only, and over every position as PaddleNLP's default does."""
+    import paddle
+    import paddle.nn.functional as F
+    from paddlenlp.transformers import ErnieForMaskedLM
+
+    from senti.toolkit.pretrain import mask_batch
+
+    lengths = [len(e) for e in encoded]
+    batches = representative_batches(lengths, batch, np.random.default_rng(0))
+    vocab = model_config.vocab_size
+    records = []
+    for head in ("masked positions", "every position"):
+        model = ErnieForMaskedLM(model_config)
+        optimizer = paddle.optimizer.AdamW(learning_rate=1e-4, parameters=model.parameters())
+        rng = np.random.default_rng(1)
+        times, tokens, flops = [], [], []
+        for i in range(warmup + steps):
+            index = batches[i % len(batches)]
+            seqs = [np.asarray(encoded[j][1:-1]) for j in index]
+            ids, positions, labels = mask_batch(seqs, [np.ones(len(s), dtype=np.uint8) for s in seqs], rng,
+                                                vocab_size=vocab, mask_id=4, first_normal_id=5, rate=0.15,
+                                                whole_word=False, cls_id=encoded[index[0]][0],
+                                                sep_id=encoded[index[0]][-1])
+            start = _now(device)
+            if head == "masked positions":
+                scores = model(paddle.to_tensor(ids), masked_positions=paddle.to_tensor(positions))
+            else:
+                scores = model(paddle.to_tensor(ids)).reshape([-1, vocab]).gather(paddle.to_tensor(positions))
+            loss = F.cross_entropy(scores, paddle.to_tensor(labels))
+            optimizer_step(loss, optimizer)
+            float(loss)
+            if i >= warmup:
+                times.append(_now(device) - start)
+                tokens.append(ids.size)
+                scored = len(positions) if head == "masked positions" else ids.size
+                flops.append(sum(mlm_training_flops(lengths[j], 0, **shape, vocab=vocab) for j in index)
+                             + mlm_training_flops(0, scored, **shape, vocab=vocab))
+        step_s = float(np.median(times))
+        records.append({"suite": "pretrain", "head": head, "batch_size": batch, "precision": "fp32",
+                        "device": device, "step_ms": summarize(times), "samples_per_s": batch / step_s,
+                        "tokens_per_s": float(np.mean(tokens)) / step_s, "timed_steps": len(times),
+                        "achieved_flops_per_s": float(np.mean(flops)) / step_s})
+        say(f"pretrain step, head at {head}, batch {batch}: {records[-1]['tokens_per_s']:,.0f} tokens/s")
+    return records
 
 
 def report(results) -> list[str]:
@@ -163,4 +216,11 @@ def report(results) -> list[str]:
     if results.config["target"] == "cpu":
         lines.append("No AMP rows: Paddle's AMP does nothing on CPU (it trains fp32), so timing it would "
                      "report fp32 twice.")
+    pretrain = results.by_suite("pretrain")
+    if pretrain:
+        lines += ["", "### Pretraining step (masked-LM, 15% of tokens, fp32, dynamic graph)", "",
+                  "tokens/s counts padded batch tokens; FLOPs count the head only where it scores.", "",
+                  table(["output head at", "batch", "tokens/s", "samples/s", "of ceiling", "timed steps"],
+                        [[r["head"], r["batch_size"], number(r["tokens_per_s"], 0), number(r["samples_per_s"]),
+                          share(r), r["timed_steps"]] for r in pretrain])]
     return lines

@@ -50,6 +50,9 @@ def test_every_suite_is_recorded_with_positive_finite_numbers(bench_run):
     train = [r for r in data["records"] if r["suite"] == "train"]
     assert {(r["mode"], r["batch_size"]) for r in train} == {("dynamic", 8), ("to_static", 8)}  # --quick: first size
     assert all(r["samples_per_s"] > 0 and r["epoch_extrapolated"] and 0 < r["fraction_of_ceiling"] < 1 for r in train)
+    pretrain = {r["head"]: r for r in data["records"] if r["suite"] == "pretrain"}
+    assert set(pretrain) == {"masked positions", "every position"}
+    assert all(0 < r["fraction_of_ceiling"] < 1 and r["tokens_per_s"] > 0 for r in pretrain.values())
     infer = [r for r in data["records"] if r["suite"] == "infer"]
     assert {r["backend"] for r in infer} == {"dynamic", "paddle-onednn", "paddle-plain", "onnx", "onnx-opt",
                                              "onnx-int8", "onnx-int8-static"}

@@ -119,12 +119,16 @@ def _word_starts(text: str, offsets: list[tuple[int, int]]) -> list[int]:
 
 
 def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, seed: int = 42,
-                    progress=None) -> TokenizedCorpus:
+                    progress=None, words: bool = True) -> TokenizedCorpus:
     """Tokenize every text once into `folder` (ids.npy, word_start.npy, offsets.npy, stats.json) and open it.
 
     Texts longer than `piece_len` tokens become several sequences. `tokenizer` is a
-    `senti.serving.tokenizer.FastTokenizer` (PaddleNLP's ids, in Rust).
+    `senti.serving.tokenizer.FastTokenizer` (PaddleNLP's ids, in Rust). `words`: mark jieba's word starts (for
+    whole-word masking; the slow part), else every token starts a unit. Memory grows with the number of
+    sequences (8 bytes each), not with the text.
     """
+    from array import array
+
     import jieba
 
     jieba.setLogLevel(60)  # its "Building prefix dict" lines are not the user's business
@@ -132,7 +136,7 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
     folder.mkdir(parents=True, exist_ok=True)
     dtype = np.uint16 if tokenizer.vocab_size < 2**16 else np.int32
     raw_ids, raw_starts = folder / "ids.bin", folder / "word_start.bin"
-    lengths: list[int] = []
+    lengths = array("q")
     counts = {spec: 0 for spec in specs}
     tokens = unk = 0
     with open(raw_ids, "wb") as ids_out, open(raw_starts, "wb") as starts_out:
@@ -142,7 +146,7 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
                 ids, offsets = enc
                 if not ids:
                     continue
-                starts = _word_starts(text, offsets)
+                starts = _word_starts(text, offsets) if words else [1] * len(ids)
                 ids_arr = np.asarray(ids, dtype=dtype)
                 tokens += len(ids)
                 unk += int((ids_arr == tokenizer.unk_id).sum())
@@ -166,7 +170,7 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
     if not lengths:
         raise DataError(f"corpus {', '.join(specs)}: no text in it")
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
     # .npy headers over the raw bytes, then memory-mapped: nothing is read into memory whole.
     for raw, name, kind in ((raw_ids, "ids.npy", dtype), (raw_starts, "word_start.npy", np.uint8)):
         _raw_to_npy(raw, folder / name, kind, int(offsets[-1]))

@@ -176,7 +176,8 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
     fast = FastTokenizer(vocab_file, do_lower_case=bool(getattr(tokenizer, "do_lower_case", True)))
     cache = out / ".corpus"
     started = time.perf_counter()
-    corpus = tokenize_corpus(config.corpus, fast, cache, text_budget(config.max_seq_len), config.seed)
+    corpus = tokenize_corpus(config.corpus, fast, cache, text_budget(config.max_seq_len), config.seed,
+                             words=config.masking == "word")
     stats = corpus.stats
     say(f"corpus: {stats['texts']:,} texts, {stats['sequences']:,} sequences, {stats['tokens']:,} tokens "
         f"({time.perf_counter() - started:.0f} s to tokenize); [UNK] rate {stats['unk_rate']:.2%}")
