@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from enum import Enum
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -18,8 +19,9 @@ TRUST_PICKLE_HELP = ("Load a checkpoint whose weights are a pickle (.pdparams): 
                      "in it, so only for files you trust. senti writes safetensors.")
 
 
-def choices(name: str, values) -> type[Enum]:
-    """A Typer choice type over the library's own tuple of names, so the CLI never keeps a copy."""
+def choices(name: str, values) -> Any:
+    """A Typer choice type over the library's own tuple of names, so the CLI never keeps a copy (an Enum made at
+    run time: `Any` to type checkers, which cannot see its members)."""
     return Enum(name, {v.replace("-", "_"): v for v in values}, type=str)
 
 

@@ -13,6 +13,7 @@ DISTILL_CONFIG = "distill_config.json"  # the exact DistillConfig used (a studen
 DISTILL_META = "distill.json"  # teacher against student: sizes, dev and test figures
 PRETRAIN_CONFIG = "pretrain_config.json"  # the exact PretrainConfig used (a pretrained folder)
 PRETRAIN_STATE = "pretrain_state.safetensors"  # optimizer moments and the step, to resume a pretraining run
+PRETRAIN_TEXT_HASHES = "pretrain_text_hashes.npy"  # 64-bit hashes of the texts pretrained on (uint64, no pickle)
 LEGACY_CONFIG = "model_config.json"  # older PaddleNLP folders' config
 
 

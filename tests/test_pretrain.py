@@ -69,6 +69,15 @@ def test_pretrain_writes_a_paddlenlp_folder_that_fine_tunes(tmp_path, binary_fol
 
     AutoModel.from_pretrained(str(out))  # PaddleNLP's own loader reads the folder
     tuned = train_tiny(tmp_path / "tuned", binary_folder, model=str(out), epochs=1)
+    # the corpus held only the dataset's training split (and other texts): no dev or test text was pretrained on,
+    # unless the same synthetic text appears in both
+    from senti.toolkit.corpus import text_hash
+    from senti.toolkit.data import load_splits
+
+    splits = load_splits(str(binary_folder))
+    pretrained_on = {text_hash(e.text) for e in splits.train} | {text_hash(t) for _, t in synthetic_rows(400, seed=5)}
+    expected = {name: sum(text_hash(e.text) in pretrained_on for e in getattr(splits, name)) for name in ("dev", "test")}
+    assert tuned["data"]["pretraining_overlap"] == expected
     assert tuned["model"]["source"] == "pretrained"
     assert tuned["model"]["loaded"].startswith("loaded") and "fresh head" in tuned["model"]["loaded"]
     assert tuned["baseline"]["dev"]["accuracy"] > 0.9  # synthetic cue words: the n-gram model finds them

@@ -69,6 +69,12 @@ def corpus_texts(spec: str, seed: int = 42) -> Iterator[tuple[str, str]]:
             yield row.text, f"{path}:{row.line}"
 
 
+def text_hash(text: str) -> int:
+    """A 64-bit hash of a text as the corpus reader yields it (stripped), to count overlaps without the texts."""
+    return int.from_bytes(hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                          "little")
+
+
 def corpus_fingerprint(specs: list[str]) -> str:
     """A hash of the corpus sources (named corpora by name, files by size and modification time)."""
     digest = hashlib.sha256()
@@ -137,6 +143,8 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
     dtype = np.uint16 if tokenizer.vocab_size < 2**16 else np.int32
     raw_ids, raw_starts = folder / "ids.bin", folder / "word_start.bin"
     lengths = array("q")
+    text_hashes = array("Q")  # 8 bytes a text: which texts were pretrained on, for the overlap fine-tuning reports
+    digests: dict[str, str] = {}
     counts = {spec: 0 for spec in specs}
     tokens = unk = 0
     with open(raw_ids, "wb") as ids_out, open(raw_starts, "wb") as starts_out:
@@ -160,13 +168,17 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
 
         for spec in specs:
             batch: list[str] = []
+            digest = hashlib.sha256()
             for text, _ in corpus_texts(spec, seed):
                 counts[spec] += 1
+                digest.update(text.encode("utf-8", "surrogatepass") + b"\n")
+                text_hashes.append(text_hash(text))
                 batch.append(text)
                 if len(batch) == CHUNK_TEXTS:
                     flush(batch)
                     batch = []
             flush(batch)
+            digests[spec] = digest.hexdigest()[:16]
     if not lengths:
         raise DataError(f"corpus {', '.join(specs)}: no text in it")
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
@@ -175,7 +187,9 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
     for raw, name, kind in ((raw_ids, "ids.npy", dtype), (raw_starts, "word_start.npy", np.uint8)):
         _raw_to_npy(raw, folder / name, kind, int(offsets[-1]))
     np.save(folder / "offsets.npy", offsets)
-    stats = {"corpora": [{"corpus": s, "texts": counts[s]} for s in specs], "texts": sum(counts.values()),
+    np.save(folder / "text_hashes.npy", np.unique(np.frombuffer(text_hashes, dtype=np.uint64)))
+    stats = {"corpora": [{"corpus": s, "texts": counts[s], "sha256": digests[s]} for s in specs],
+             "texts": sum(counts.values()),
              "sequences": len(lengths), "tokens": tokens, "unk_tokens": unk,
              "unk_rate": unk / max(tokens, 1), "fingerprint": corpus_fingerprint(specs)}
     (folder / "stats.json").write_text(json.dumps(stats, indent=2), encoding="utf-8")

@@ -256,6 +256,7 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
         save_checkpoint(model, tokenizer, out, saved, config,
                         extra={layout.PRETRAIN_STATE: lambda d: _save_state(optimizer, model, d, step, elapsed, metrics)})
         write_json_atomic(out / layout.METRICS, metrics)
+        _keep_text_hashes(cache, out)
         if config.snapshots:
             _snapshot(out, step)
         if record:
@@ -357,6 +358,16 @@ def _load_optimizer(optimizer, model, out: Path) -> None:
     names = {n: p for p, n in _structured_names(model).items()}
     tensors = load_file(str(out / layout.PRETRAIN_STATE))
     optimizer.set_state_dict({_rename(k, names): paddle.to_tensor(v) for k, v in tensors.items()})
+
+
+def _keep_text_hashes(cache: Path, out: Path) -> None:
+    """The pretraining texts' hashes beside the weights (fine-tuning counts its dev and test texts among them)."""
+    import os
+    import shutil
+
+    tmp = out / f".{layout.PRETRAIN_TEXT_HASHES}.tmp"
+    shutil.copyfile(cache / "text_hashes.npy", tmp)
+    os.replace(tmp, out / layout.PRETRAIN_TEXT_HASHES)
 
 
 def _snapshot(out: Path, step: int) -> None:

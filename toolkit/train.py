@@ -118,6 +118,11 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
             say(f"warning: label '{label}' has only {n} training row(s); check the label column for typos")
         if source.get("loaded"):
             say(f"{config.model}: {source['loaded']}")
+        overlap = pretraining_overlap(Path(config.model), splits)
+        if overlap is not None:
+            data_stats["pretraining_overlap"] = overlap
+            say(f"{config.model} was pretrained on {overlap['dev']} of the {len(splits.dev)} dev texts and "
+                f"{overlap['test']} of the {len(splits.test)} test texts (their labels were never seen)")
     precision = resolve_precision(config, device, say if main_process else (lambda _: None))
     baseline = fit_baseline_figures(splits, train_rows, labels, config.seed, say) if (
         config.baseline and main_process) else None
@@ -151,6 +156,18 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
         finish_run(out, metrics)
     raise_if_interrupted(metrics, out)
     return metrics
+
+
+def pretraining_overlap(folder: Path, splits) -> dict | None:
+    """How many dev and test texts the pretrained folder's corpus held, or None when it records no texts."""
+    from senti.toolkit.corpus import text_hash
+
+    hashes_file = folder / layout.PRETRAIN_TEXT_HASHES
+    if not hashes_file.is_file():
+        return None
+    seen = np.load(hashes_file, allow_pickle=False)
+    return {name: int(np.isin(np.array([text_hash(e.text) for e in rows], dtype=np.uint64), seen).sum())
+            for name, rows in (("dev", splits.dev), ("test", splits.test))}
 
 
 def fit_baseline_figures(splits, train_rows, labels, seed: int, say) -> dict:
