@@ -7,6 +7,7 @@ from pathlib import Path
 from senti.benchmarks.markdown import number as _f
 from senti.benchmarks.markdown import table as _table
 from senti.benchmarks.results import BenchResults
+from senti.benchmarks.suites import SUITES, suite_module
 from senti.core import layout
 
 
@@ -52,7 +53,6 @@ def write_report(folder: Path) -> Path:
     beaten = [r for r in records if r.get("beats_ceiling")]
     if beaten:
         parts += ["", f"**{len(beaten)} result(s) beat their ceiling: the FLOP count is wrong for them.**"]
-    from senti.benchmarks.run import SUITES, suite_module
 
     for name in SUITES:  # each suite writes its own section
         if by(name):

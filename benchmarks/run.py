@@ -6,30 +6,18 @@ this module and `report.py` only loop over them.
 
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from senti.benchmarks.suites import SUITES, suite_module
 from senti.benchmarks.timing import environment
 from senti.core import layout
 
-# Suite name -> module with run(ctx) and report(results); the order is the order they run and report in.
-SUITES = {
-    "train": "senti.benchmarks.train_bench",
-    "infer": "senti.benchmarks.infer",
-    "serve": "senti.benchmarks.serve_load",
-    "ray": "senti.benchmarks.ray_load",
-    "peer": "senti.benchmarks.peer",
-}
 TARGETS = ("cpu", "gpu")
 AMP_CHOICES = ("off", "on", "both")
-
-
-def suite_module(name: str):
-    return importlib.import_module(SUITES[name])
 
 
 @dataclass

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from senti.benchmarks.run import AMP_CHOICES, SUITES, TARGETS
+from senti.benchmarks.run import AMP_CHOICES, TARGETS
+from senti.benchmarks.suites import SUITES
 from senti.cli.common import choices, console, fail, quiet, say, user_errors
 
 app = typer.Typer(help="Training and inference benchmarks; `senti bench compare` merges runs.",

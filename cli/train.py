@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -36,16 +35,6 @@ Threads = Annotated[Optional[int], typer.Option(help="CPU threads (default: all 
 TrustPickle = Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)]
 Overwrite = Annotated[bool, typer.Option(help="Replace a checkpoint already in --output-dir (only once the new "
                                               "one is saved).")]
-
-
-def config_fields(options: dict, drop=()) -> dict:
-    """CLI options as config fields: Enum choices by value, paths as strings."""
-    fields = {}
-    for key, value in options.items():
-        if key in drop:
-            continue
-        fields[key] = value.value if isinstance(value, Enum) else str(value) if isinstance(value, Path) else value
-    return fields
 
 
 @app.command()
@@ -83,11 +72,15 @@ def train(
     trust_pickle: TrustPickle = False,
 ):
     """Fine-tune an ERNIE sentiment classifier in dynamic graph; keeps the best dev checkpoint."""
-    options = dict(locals())  # first statement: exactly the CLI options
     with user_errors():
         from senti.toolkit.config import TrainConfig
 
-        config = TrainConfig(**config_fields(options, drop=("devices",)))
+        config = TrainConfig(
+            output_dir=str(output_dir), model=model, dataset=dataset, epochs=epochs, batch_size=batch_size,
+            max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,
+            seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, replay=replay,
+            replay_ratio=replay_ratio, text_column=text_column, label_column=label_column, baseline=baseline,
+            threads=threads, overwrite=overwrite, trust_pickle=trust_pickle)
         device_ids = [d.strip() for d in devices.split(",") if d.strip()] if devices else []
         if len(device_ids) > 1:
             import json
@@ -175,13 +168,17 @@ def distill(
     trust_pickle: TrustPickle = False,
 ):
     """Distill a fine-tuned teacher into a small student (soft targets, hard labels, optional hidden MSE)."""
-    options = dict(locals())  # first statement: exactly the CLI options
     with user_errors():
         from senti.toolkit.config import DistillConfig
 
-        fields = config_fields(options)
-        fields["loss_weights"] = parse_weights(loss_weights)
-        config = DistillConfig(**fields)
+        config = DistillConfig(
+            teacher=str(teacher), output_dir=str(output_dir), student=student, dataset=dataset,
+            temperature=temperature, alpha=alpha, hidden_loss=hidden_loss, hidden_weight=hidden_weight,
+            loss_weights=parse_weights(loss_weights), extra_texts=extra_texts, max_extra_texts=max_extra_texts,
+            init_from_teacher=init_from_teacher, teacher_ngram=teacher_ngram, epochs=epochs, batch_size=batch_size,
+            max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,
+            seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, threads=threads,
+            overwrite=overwrite, trust_pickle=trust_pickle)
         quiet(threads)
         from senti.toolkit.distill import run_distillation
 

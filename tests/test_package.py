@@ -92,7 +92,7 @@ def test_layers_import_only_downwards_and_only_by_the_senti_name(layer):
 def test_cli_modules_are_short_and_its_choices_are_the_library_tuples():
     for path in (ROOT / "cli").glob("*.py"):
         assert len(path.read_text(encoding="utf-8").splitlines()) <= 200, path.name
-    from senti.benchmarks.run import SUITES
+    from senti.benchmarks.suites import SUITES
     from senti.cli import bench, evaluate, predict, train
     from senti.serving.backends import BACKENDS
     from senti.serving.predictor import LONG_TEXT_MODES
@@ -219,3 +219,24 @@ def test_no_toolkit_module_shadows_the_standard_library():
     stdlib = set(sys.stdlib_module_names)
     clashes = [p.name for p in (ROOT / "toolkit").glob("*.py") if p.stem in stdlib]
     assert not clashes, clashes
+
+
+def test_train_and_distill_options_are_the_settings_fields():
+    """The CLI passes each option to the settings class by name: every field has its option, and no option is lost."""
+    import inspect
+    from dataclasses import fields
+
+    from senti.cli import pretrain, train
+    from senti.toolkit.config import DistillConfig, TrainConfig
+    from senti.toolkit.pretrain import PretrainConfig
+
+    unsettable = {"dataset", "max_minutes"}  # set by the command itself (pretraining reads --corpus), or its own
+    for command, config, extra in ((train.train, TrainConfig, {"devices"}), (train.distill, DistillConfig, set()),
+                                   (pretrain.pretrain, PretrainConfig, set())):
+        options = set(inspect.signature(command).parameters)
+        settable = {f.name for f in fields(config)} - {"device", "weight_decay", "max_grad_norm",
+                                                       "init_loss_scaling", "min_freq"}
+        if config is PretrainConfig:
+            settable -= {"dataset", "amp", "amp_dtype", "eval_every", "early_stop"}
+        assert settable - options == set(), (command.__name__, settable - options)
+        assert options - settable - extra - unsettable - {"device"} == set(), command.__name__
