@@ -38,6 +38,9 @@ def pretrain(
     seed: Annotated[int, typer.Option(help="Seed for weights, masking and order.")] = 42,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)]
         = None,
+    devices: Annotated[Optional[str], typer.Option(
+        help="Data-parallel through paddle.distributed.launch: comma-separated device ids, or on CPU one entry "
+             "per process (e.g. 0,1).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Start over in a folder that already holds a model.")] = False,
     trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
 ):
@@ -50,9 +53,20 @@ def pretrain(
             max_minutes=max_minutes, batch_size=batch_size, max_seq_len=max_seq_len, lr=lr, warmup=warmup,
             masking=masking.value, mask_rate=mask_rate, save_every=save_every, snapshots=snapshots, seed=seed, threads=threads,
             overwrite=overwrite, trust_pickle=trust_pickle, device="cpu")
-        quiet(threads)
-        with step_progress() as progress:
-            metrics = run_pretraining(config, say=say, progress=progress)
+        device_ids = [d.strip() for d in devices.split(",") if d.strip()] if devices else []
+        if len(device_ids) > 1:
+            import json
+
+            from senti.core import layout
+            from senti.toolkit.distributed import launch_training
+
+            console.print(f"data-parallel pretraining on {len(device_ids)} cpu workers")
+            launch_training(config, device_ids)
+            metrics = json.loads((output_dir / layout.METRICS).read_text(encoding="utf-8"))
+        else:
+            quiet(threads)
+            with step_progress() as progress:
+                metrics = run_pretraining(config, say=say, progress=progress)
     last = metrics["evaluations"][-1] if metrics["evaluations"] else None
     steps = metrics["steps"]
     rate = steps[-1]["tokens_per_s"] if steps else 0

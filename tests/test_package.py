@@ -239,4 +239,4 @@ def test_train_and_distill_options_are_the_settings_fields():
         if config is PretrainConfig:
             settable -= {"dataset", "amp", "amp_dtype", "eval_every", "early_stop"}
         assert settable - options == set(), (command.__name__, settable - options)
-        assert options - settable - extra - unsettable - {"device"} == set(), command.__name__
+        assert options - settable - extra - unsettable - {"device", "devices"} == set(), command.__name__

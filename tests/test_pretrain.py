@@ -176,3 +176,21 @@ def test_eval_reports_the_baseline_and_no_baseline_skips_it(tiny_checkpoint, tmp
     data = write_folder(tmp_path / "d", synthetic_rows(200, seed=1), synthetic_rows(40, seed=2))
     quiet = train_tiny(tmp_path / "nb", data, baseline=False, max_steps=2, epochs=1)
     assert quiet["baseline"] is None
+
+
+@pytest.mark.slow
+def test_two_process_data_parallel_pretraining_on_cpu(tmp_path):
+    import subprocess
+    import sys
+
+    corpus = _corpus(tmp_path / "c.txt", n=600)
+    out = tmp_path / "ddp"
+    result = subprocess.run(
+        [sys.executable, "-m", "senti.cli", "pretrain", "--corpus", str(corpus), "--output-dir", str(out),
+         "--max-steps", "6", "--save-every", "3", "--batch-size", "16", "--devices", "0,1", "--threads", "1"],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    metrics = json.loads((out / layout.METRICS).read_text(encoding="utf-8"))
+    assert metrics["world_size"] == 2 and [s["step"] for s in metrics["steps"]] == list(range(1, 7))
+    assert json.loads((out / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["steps"] == 6
+    assert sorted(p.name for p in (out / "launch_logs").glob("workerlog.*")) == ["workerlog.0", "workerlog.1"]

@@ -25,13 +25,14 @@ def launch_command(config_file: Path, devices: list[str], device: str, log_dir: 
     return cmd + [str(Path(__file__).resolve()), str(config_file)]
 
 
-def launch_training(config: TrainConfig, devices: list[str]) -> Path:
-    """Run `config` on `devices` (ids, or one entry per CPU process); return the workers' log folder."""
+def launch_training(config, devices: list[str]) -> Path:
+    """Run `config` (a TrainConfig or PretrainConfig) on `devices` (ids, or one entry per CPU process); return the
+    workers' log folder."""
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     log_dir = out / "launch_logs"
     with tempfile.NamedTemporaryFile("w", suffix=".json", dir=out, delete=False) as fh:
-        json.dump(config.to_json(), fh)
+        json.dump({"kind": config.KIND, "settings": config.to_json()}, fh)
     config_file = Path(fh.name)
     try:
         # The launcher runs this file as a script; it imports the installed `senti` package.
@@ -39,14 +40,20 @@ def launch_training(config: TrainConfig, devices: list[str]) -> Path:
     finally:
         config_file.unlink(missing_ok=True)
     if result.returncode != 0:
-        raise SentiError(f"data-parallel training failed (exit {result.returncode}); worker logs in {log_dir}")
+        raise SentiError(f"data-parallel {config.KIND} failed (exit {result.returncode}); worker logs in {log_dir}")
     return log_dir
 
 
 def _worker(config_file: str) -> None:
-    from senti.toolkit.train import run_training
+    data = json.loads(Path(config_file).read_text(encoding="utf-8"))
+    if data["kind"] == "pretraining":
+        from senti.toolkit.pretrain import PretrainConfig, run_pretraining
 
-    run_training(TrainConfig.load(Path(config_file)))
+        run_pretraining(PretrainConfig.from_json(data["settings"]))
+    else:
+        from senti.toolkit.train import run_training
+
+        run_training(TrainConfig.from_json(data["settings"]))
 
 
 if __name__ == "__main__":

@@ -153,6 +153,7 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
 
     runtime = configure_runtime(config.threads)
     import paddle
+    import paddle.distributed as dist
     import paddle.nn.functional as F
 
     from senti.serving.tokenizer import FastTokenizer
@@ -160,6 +161,11 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
     from senti.toolkit.corpus import tokenize_corpus
     from senti.toolkit.loop import StopFlag, make_optimizer, optimizer_step
 
+    world, rank = dist.get_world_size(), dist.get_rank()
+    main = rank == 0  # rank 0 alone tokenizes, evaluates and writes
+    if world > 1:
+        dist.init_parallel_env()
+    say = say if main else (lambda _: None)
     out = Path(config.output_dir)
     state = _resume_state(out) if not config.overwrite else None
     if state is None:
@@ -176,8 +182,15 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
     fast = FastTokenizer(vocab_file, do_lower_case=bool(getattr(tokenizer, "do_lower_case", True)))
     cache = out / ".corpus"
     started = time.perf_counter()
-    corpus = tokenize_corpus(config.corpus, fast, cache, text_budget(config.max_seq_len), config.seed,
-                             words=config.masking == "word")
+    if main:
+        corpus = tokenize_corpus(config.corpus, fast, cache, text_budget(config.max_seq_len), config.seed,
+                                 words=config.masking == "word")
+    if world > 1:
+        dist.barrier()
+        if not main:
+            from senti.toolkit.corpus import TokenizedCorpus
+
+            corpus = TokenizedCorpus.open(cache)
     stats = corpus.stats
     say(f"corpus: {stats['texts']:,} texts, {stats['sequences']:,} sequences, {stats['tokens']:,} tokens "
         f"({time.perf_counter() - started:.0f} s to tokenize); [UNK] rate {stats['unk_rate']:.2%}")
@@ -199,8 +212,10 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
         starts = [np.asarray(corpus.word_start[corpus.offsets[i]:corpus.offsets[i + 1]]) for i in index]
         return mask_batch(seqs, starts, rng, **masking)
 
-    def loss_and_hits(ids, positions, labels):
-        scores = model(paddle.to_tensor(ids), masked_positions=paddle.to_tensor(positions))
+    net = paddle.DataParallel(model) if world > 1 else model
+
+    def loss_and_hits(ids, positions, labels, layer=model):
+        scores = layer(paddle.to_tensor(ids), masked_positions=paddle.to_tensor(positions))
         target = paddle.to_tensor(labels)
         return F.cross_entropy(scores, target), (scores.argmax(-1) == target).astype("float32").sum()
 
@@ -221,13 +236,13 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
         model.train()
         return {"mlm_loss": loss_sum / total, "masked_accuracy": hits / total, "masked_tokens": int(total)}
 
-    steps_per_epoch = max(1, len(train_index) // config.batch_size)
+    steps_per_epoch = max(1, len(train_index) // config.batch_size // world)
     total_steps = config.epochs * steps_per_epoch
     if config.max_steps:
         total_steps = min(total_steps, config.max_steps)
     optimizer, schedule = make_optimizer(list(model.named_parameters()), config, total_steps)
     metrics = state["metrics"] if state else {
-        "written_by": "senti pretrain", "model": source, "corpus": stats, "runtime": runtime,
+        "written_by": "senti pretrain", "model": source, "corpus": stats, "runtime": runtime, "world_size": world,
         "versions": versions(), "steps": [], "evaluations": [], "interrupted": None}
     step = 0
     if state:
@@ -266,13 +281,15 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
     model.train()
     task = progress.add_task("pretraining", total=total_steps, completed=step) if progress else None
     tokens_done, timed_start = 0, time.perf_counter()
+    stopping = False
     with StopFlag() as stop:
         epoch = step // steps_per_epoch
         while step < total_steps:
             batches = _epoch_batches(train_index, lengths, config.batch_size, config.seed, epoch)
+            batches = batches[: steps_per_epoch * world][rank::world]  # each worker its own share of the epoch
             for index in batches[step - epoch * steps_per_epoch:]:
-                ids, positions, labels = batch(index, np.random.default_rng([config.seed, 0, step]))
-                loss, _ = loss_and_hits(ids, positions, labels)
+                ids, positions, labels = batch(index, np.random.default_rng([config.seed, 0, step, rank]))
+                loss, _ = loss_and_hits(ids, positions, labels, net)
                 value = float(loss)
                 if not np.isfinite(value):
                     raise SentiError(f"MLM loss became {value} at step {step + 1}; lower --lr")
@@ -285,23 +302,37 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
                 if task is not None:
                     progress.update(task, completed=step, description=f"MLM loss {value:.3f} {rate:,.0f} tok/s")
                 over_time = budget is not None and prior_minutes * 60 + time.perf_counter() - run_start >= budget
-                if step % config.save_every == 0 or step >= total_steps or stop.signal or over_time:
+                stopping = _agree(bool(stop.signal) or over_time, world)  # every worker stops at the same step
+                if main and (step % config.save_every == 0 or step >= total_steps or stopping):
                     save()
-                if stop.signal or over_time or step >= total_steps:
+                if stopping or step >= total_steps:
                     break
-            if stop.signal or (budget is not None and prior_minutes * 60 + time.perf_counter() - run_start >= budget):
+            if stopping:
                 if stop.signal:
                     metrics["interrupted"] = {"signal": stop.signal, "step": step}
                     write_json_atomic(out / layout.METRICS, metrics)
                 break
             epoch += 1
-    _plot(metrics, out / layout.CURVES_PNG)
+    if main:
+        _plot(metrics, out / layout.CURVES_PNG)
     if metrics["interrupted"]:
         from senti.toolkit.loop import TrainingInterrupted
 
         raise TrainingInterrupted(f"pretraining interrupted by {stop.signal} at step {step}; the folder {out} "
                                   "holds that step and resumes from it")
     return metrics
+
+
+def _agree(flag: bool, world: int) -> bool:
+    """True on every worker when it is true on any (a signal or the time budget reached one of them)."""
+    if world == 1:
+        return flag
+    import paddle
+    import paddle.distributed as dist
+
+    value = paddle.to_tensor([int(flag)])
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.numpy().max())
 
 
 def _epoch_batches(index: np.ndarray, lengths: np.ndarray, batch_size: int, seed: int, epoch: int):
