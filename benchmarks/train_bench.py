@@ -146,7 +146,7 @@ def bench_pretraining(model_config, encoded, shape: dict, batch: int, steps: int
     import paddle.nn.functional as F
     from paddlenlp.transformers import ErnieForMaskedLM
 
-    from senti.toolkit.pretrain import mask_batch
+    from senti.toolkit.masking import mask_batch
 
     lengths = [len(e) for e in encoded]
     batches = representative_batches(lengths, batch, np.random.default_rng(0))

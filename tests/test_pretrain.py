@@ -31,7 +31,7 @@ def _pretrain(out: Path, corpus: list[str], **overrides):
 
 
 def test_masking_follows_ernie_rule_and_keeps_whole_words_together():
-    from senti.toolkit.pretrain import mask_batch
+    from senti.toolkit.masking import mask_batch
 
     rng = np.random.default_rng(0)
     seqs = [rng.integers(10, 500, 100) for _ in range(200)]

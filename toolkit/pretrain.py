@@ -9,7 +9,6 @@ The output folder is a PaddleNLP folder (`ErnieForMaskedLM`, safetensors) plus `
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,10 +19,18 @@ import numpy as np
 from senti.core import layout
 from senti.core.artifacts import write_json_atomic
 from senti.core.errors import SentiError
+from senti.core.runtime import configure_runtime, runtime_record
 from senti.core.sequence import text_budget
+from senti.serving.tokenizer import FastTokenizer
+from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
 from senti.toolkit.config import RunConfig
+from senti.toolkit.corpus import TokenizedCorpus, tokenize_corpus
+from senti.toolkit.loop import make_optimizer, optimizer_step
+from senti.toolkit.masking import MASKINGS, mask_batch
+from senti.toolkit.models import load_weights
+from senti.toolkit.plots import plot_pretraining_curves
+from senti.toolkit.resume import load_optimizer, read_state, save_state
 
-MASKINGS = ("word", "char")
 HELDOUT_SHARE = 0.01  # of the sequences, kept out of training for the MLM figures
 HELDOUT_MAX = 2000
 UNK_RATE_LIMIT = 0.5  # a continued model whose vocabulary misses half the corpus cannot learn from it
@@ -57,35 +64,6 @@ class PretrainConfig(RunConfig):
             (self.save_every >= 1, "save_every must be at least 1"),
             (self.min_freq >= 1, "min_freq must be at least 1"),
         ]
-
-
-def mask_batch(seqs: list[np.ndarray], starts: list[np.ndarray], rng: np.random.Generator, *, vocab_size: int,
-               mask_id: int, first_normal_id: int, rate: float, whole_word: bool, cls_id: int, sep_id: int,
-               pad_id: int = 0):
-    """(input ids [B, L], flat masked positions, original ids there) for one batch, ERNIE's 80/10/10 rule.
-
-    Units (whole words, or characters) are chosen with probability `rate`, at least one per sequence."""
-    width = max(len(s) for s in seqs) + 2
-    ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
-    positions, labels = [], []
-    for b, (seq, start) in enumerate(zip(seqs, starts)):
-        n = len(seq)
-        ids[b, 0], ids[b, 1:n + 1], ids[b, n + 1] = cls_id, seq, sep_id
-        if whole_word:
-            unit = np.cumsum(np.maximum(start, np.arange(n) == 0)) - 1
-        else:
-            unit = np.arange(n)
-        chosen = rng.random(unit[-1] + 1) < rate
-        if not chosen.any():
-            chosen[rng.integers(len(chosen))] = True
-        where = np.flatnonzero(chosen[unit])
-        labels.append(seq[where].astype(np.int64))
-        roll = rng.random(len(where))
-        tokens = np.where(roll < 0.8, mask_id, np.where(roll < 0.9, rng.integers(first_normal_id, vocab_size,
-                                                                                   len(where)), seq[where]))
-        ids[b, where + 1] = tokens
-        positions.append(b * width + where + 1)
-    return ids, np.concatenate(positions), np.concatenate(labels)
 
 
 @dataclass
@@ -147,180 +125,198 @@ def _start_model(config: PretrainConfig, say):
     return model, tokenizer, path / layout.VOCAB, {"source": "continued", "path": str(path.resolve())}
 
 
-def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
-    """Pretrain per `config` into `config.output_dir`; returns the metrics (also in metrics.json)."""
-    from senti.core.runtime import configure_runtime
+class PretrainRun:
+    """One pretraining run: the corpus and held-out batches, the model, the optimizer, saving and stopping.
+    With several workers (paddle.distributed.launch) rank 0 alone tokenizes, evaluates and writes."""
 
-    runtime = configure_runtime(config.threads)
-    import paddle
-    import paddle.distributed as dist
-    import paddle.nn.functional as F
+    def __init__(self, config: PretrainConfig, say, progress):
+        import paddle
+        import paddle.distributed as dist
 
-    from senti.serving.tokenizer import FastTokenizer
-    from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
-    from senti.toolkit.corpus import tokenize_corpus
-    from senti.toolkit.loop import StopFlag, make_optimizer, optimizer_step
+        self.world, self.rank = dist.get_world_size(), dist.get_rank()
+        self.main = self.rank == 0
+        if self.world > 1:
+            dist.init_parallel_env()
+        self.say = say if self.main else (lambda _: None)
+        self.progress = progress if self.main else None
+        self.out = Path(config.output_dir)
+        self.state = None if config.overwrite else read_state(self.out)
+        if self.state is None:
+            refuse_existing(self.out, config.overwrite)
+        self.config = config if config.lr is not None else replace(config, lr=PRETRAIN_LR)
+        paddle.seed(config.seed)
+        self.model, self.tokenizer, vocab_file, self.source = _start_model(self.config, self.say)
+        if self.state is not None:
+            load_weights(self.model, self.out)
+            self.say(f"resuming {self.out} at step {self.state['step']}")
+        self.fast = FastTokenizer(vocab_file, do_lower_case=bool(getattr(self.tokenizer, "do_lower_case", True)))
+        self.corpus = self._tokenize()
+        self.net = paddle.DataParallel(self.model) if self.world > 1 else self.model
+        order = np.random.default_rng(config.seed).permutation(len(self.corpus))
+        n_held = min(HELDOUT_MAX, max(1, int(len(self.corpus) * HELDOUT_SHARE))) if len(self.corpus) > 1 else 0
+        self.train_index = order[n_held:] if n_held else order
+        self.held_batches = [self.batch(order[i:min(i + config.batch_size, n_held)], [config.seed, 1, i])
+                             for i in range(0, n_held, config.batch_size)]
 
-    world, rank = dist.get_world_size(), dist.get_rank()
-    main = rank == 0  # rank 0 alone tokenizes, evaluates and writes
-    if world > 1:
-        dist.init_parallel_env()
-    say = say if main else (lambda _: None)
-    out = Path(config.output_dir)
-    state = _resume_state(out) if not config.overwrite else None
-    if state is None:
-        refuse_existing(out, config.overwrite)
-    if config.lr is None:
-        config = replace(config, lr=PRETRAIN_LR)
-    paddle.seed(config.seed)
-    model, tokenizer, vocab_file, source = _start_model(config, say)
-    if state is not None:
-        from senti.toolkit.models import load_weights
+    def _tokenize(self):
+        """The corpus tokenized once into memory-mapped arrays (rank 0), opened by every worker."""
+        import paddle.distributed as dist
 
-        load_weights(model, out)
-        say(f"resuming {out} at step {state['step']}")
-    fast = FastTokenizer(vocab_file, do_lower_case=bool(getattr(tokenizer, "do_lower_case", True)))
-    cache = out / ".corpus"
-    started = time.perf_counter()
-    if main:
-        corpus = tokenize_corpus(config.corpus, fast, cache, text_budget(config.max_seq_len), config.seed,
-                                 words=config.masking == "word")
-    if world > 1:
-        dist.barrier()
-        if not main:
-            from senti.toolkit.corpus import TokenizedCorpus
+        cache, started = self.out / ".corpus", time.perf_counter()
+        if self.main:
+            tokenize_corpus(self.config.corpus, self.fast, cache, text_budget(self.config.max_seq_len),
+                            self.config.seed, words=self.config.masking == "word")
+        if self.world > 1:
+            dist.barrier()
+        corpus = TokenizedCorpus.open(cache)
+        stats = corpus.stats
+        self.say(f"corpus: {stats['texts']:,} texts, {stats['sequences']:,} sequences, {stats['tokens']:,} tokens "
+                 f"({time.perf_counter() - started:.0f} s to tokenize); [UNK] rate {stats['unk_rate']:.2%}")
+        if stats["unk_rate"] > UNK_RATE_LIMIT:
+            raise SentiError(f"corpus {', '.join(self.config.corpus)}: {stats['unk_rate']:.0%} of its tokens are "
+                             f"[UNK] under {self.config.model}'s vocabulary; pretrain from scratch:<shape> instead")
+        return corpus
 
-            corpus = TokenizedCorpus.open(cache)
-    stats = corpus.stats
-    say(f"corpus: {stats['texts']:,} texts, {stats['sequences']:,} sequences, {stats['tokens']:,} tokens "
-        f"({time.perf_counter() - started:.0f} s to tokenize); [UNK] rate {stats['unk_rate']:.2%}")
-    if stats["unk_rate"] > UNK_RATE_LIMIT:
-        raise SentiError(f"corpus {', '.join(config.corpus)}: {stats['unk_rate']:.0%} of its tokens are [UNK] under "
-                         f"{config.model}'s vocabulary; pretrain from scratch:<shape> instead")
-    order = np.random.default_rng(config.seed).permutation(len(corpus))
-    n_held = min(HELDOUT_MAX, max(1, int(len(corpus) * HELDOUT_SHARE))) if len(corpus) > 1 else 0
-    heldout, train_index = order[:n_held], order[n_held:] if n_held else order
-    lengths = corpus.lengths()
-    mask_id = tokenizer.convert_tokens_to_ids("[MASK]")
-    specials = (tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id, mask_id)
-    masking = dict(vocab_size=fast.vocab_size, mask_id=mask_id, first_normal_id=max(specials) + 1,
-                   rate=config.mask_rate, whole_word=config.masking == "word", cls_id=tokenizer.cls_token_id,
-                   sep_id=tokenizer.sep_token_id, pad_id=tokenizer.pad_token_id)
+    def batch(self, index, seed):
+        """Masked (input ids, flat positions, labels) for the sequences in `index`, drawn with `seed`."""
+        corpus, tokenizer = self.corpus, self.tokenizer
+        spans = [(corpus.offsets[i], corpus.offsets[i + 1]) for i in index]
+        mask_id = tokenizer.convert_tokens_to_ids("[MASK]")
+        specials = (tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id, mask_id)
+        return mask_batch([np.asarray(corpus.ids[a:b]) for a, b in spans],
+                          [np.asarray(corpus.word_start[a:b]) for a, b in spans], np.random.default_rng(seed),
+                          vocab_size=self.fast.vocab_size, mask_id=mask_id, first_normal_id=max(specials) + 1,
+                          rate=self.config.mask_rate, whole_word=self.config.masking == "word",
+                          cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id, pad_id=tokenizer.pad_token_id)
 
-    def batch(index, rng):
-        seqs = [np.asarray(corpus.ids[corpus.offsets[i]:corpus.offsets[i + 1]]) for i in index]
-        starts = [np.asarray(corpus.word_start[corpus.offsets[i]:corpus.offsets[i + 1]]) for i in index]
-        return mask_batch(seqs, starts, rng, **masking)
+    def loss_and_hits(self, batch, layer):
+        """Masked-LM loss (the mean over masked positions) and how many of them the model got right."""
+        import paddle
+        import paddle.nn.functional as F
 
-    net = paddle.DataParallel(model) if world > 1 else model
-
-    def loss_and_hits(ids, positions, labels, layer=model):
+        ids, positions, labels = batch
         scores = layer(paddle.to_tensor(ids), masked_positions=paddle.to_tensor(positions))
         target = paddle.to_tensor(labels)
         return F.cross_entropy(scores, target), (scores.argmax(-1) == target).astype("float32").sum()
 
-    held_batches = [batch(heldout[i:i + config.batch_size], np.random.default_rng([config.seed, 1, i]))
-                    for i in range(0, len(heldout), config.batch_size)]
+    def evaluate(self) -> dict | None:
+        """MLM loss and masked-token accuracy on the held-out sequences, masked the same way every time."""
+        import paddle
 
-    def evaluate() -> dict | None:
-        if not held_batches:
+        if not self.held_batches:
             return None
-        model.eval()
+        self.model.eval()
         total = hits = loss_sum = 0.0
         with paddle.no_grad():
-            for ids, positions, labels in held_batches:
-                loss, hit = loss_and_hits(ids, positions, labels)
-                loss_sum += float(loss) * len(labels)
+            for batch in self.held_batches:
+                loss, hit = self.loss_and_hits(batch, self.model)
+                loss_sum += float(loss) * len(batch[2])
                 hits += float(hit)
-                total += len(labels)
-        model.train()
+                total += len(batch[2])
+        self.model.train()
         return {"mlm_loss": loss_sum / total, "masked_accuracy": hits / total, "masked_tokens": int(total)}
 
-    steps_per_epoch = max(1, len(train_index) // config.batch_size // world)
-    total_steps = config.epochs * steps_per_epoch
-    if config.max_steps:
-        total_steps = min(total_steps, config.max_steps)
-    optimizer, schedule = make_optimizer(list(model.named_parameters()), config, total_steps)
-    metrics = state["metrics"] if state else {
-        "written_by": "senti pretrain", "model": source, "corpus": stats, "runtime": runtime, "world_size": world,
-        "versions": versions(), "steps": [], "evaluations": [], "interrupted": None}
-    step = 0
-    if state:
-        _load_optimizer(optimizer, model, out)
-        step = state["step"]
-        for _ in range(step):
-            schedule.step()
-    meta = PretrainMeta(max_seq_len=config.max_seq_len, model=source, versions=metrics["versions"], steps=step,
-                        tokenizer={"class": type(tokenizer).__name__, "vocab_file": layout.VOCAB,
-                                   "do_lower_case": bool(getattr(tokenizer, "do_lower_case", True))},
-                        corpus={"sources": stats["corpora"], "fingerprint": stats["fingerprint"],
-                                "tokens": stats["tokens"], "sequences": stats["sequences"],
-                                "unk_rate": stats["unk_rate"]},
-                        masking={"kind": config.masking, "rate": config.mask_rate, "split": "80/10/10"},
-                        heldout=None)
-    budget = config.max_minutes * 60 if config.max_minutes else None
-    prior_minutes = state["elapsed_minutes"] if state else 0.0
-    run_start = time.perf_counter()
-
-    def save() -> None:
-        record = evaluate()
+    def save(self, step: int, elapsed_minutes: float) -> None:
+        """Weights, tokenizer, senti.json and the resume state, replaced atomically; then metrics and snapshots."""
+        record = self.evaluate()
         if record:
-            metrics["evaluations"].append({"step": step, **record})
-        elapsed = prior_minutes + (time.perf_counter() - run_start) / 60
-        saved = replace(meta, steps=step, heldout=record, elapsed_minutes=round(elapsed, 2))
-        save_checkpoint(model, tokenizer, out, saved, config,
-                        extra={layout.PRETRAIN_STATE: lambda d: _save_state(optimizer, model, d, step, elapsed, metrics)})
-        write_json_atomic(out / layout.METRICS, metrics)
-        _keep_text_hashes(cache, out)
-        if config.snapshots:
-            _snapshot(out, step)
+            self.metrics["evaluations"].append({"step": step, **record})
+        stats = self.corpus.stats
+        meta = PretrainMeta(
+            max_seq_len=self.config.max_seq_len, model=self.source, versions=self.metrics["versions"], steps=step,
+            tokenizer={"class": type(self.tokenizer).__name__, "vocab_file": layout.VOCAB,
+                       "do_lower_case": bool(getattr(self.tokenizer, "do_lower_case", True))},
+            corpus={"sources": stats["corpora"], "fingerprint": stats["fingerprint"], "tokens": stats["tokens"],
+                    "sequences": stats["sequences"], "unk_rate": stats["unk_rate"]},
+            masking={"kind": self.config.masking, "rate": self.config.mask_rate, "split": "80/10/10"},
+            heldout=record, elapsed_minutes=round(elapsed_minutes, 2))
+        state = {"step": step, "elapsed_minutes": elapsed_minutes, "metrics": self.metrics}
+        save_checkpoint(self.model, self.tokenizer, self.out, meta, self.config, extra={
+            layout.PRETRAIN_STATE: lambda path: save_state(self.optimizer, self.model, path, state)})
+        write_json_atomic(self.out / layout.METRICS, self.metrics)
+        _keep_text_hashes(self.out / ".corpus", self.out)
+        if self.config.snapshots:
+            _snapshot(self.out, step)
         if record:
-            say(f"step {step}: held-out MLM loss {record['mlm_loss']:.3f}, masked-token accuracy "
-                f"{record['masked_accuracy']:.3f}; saved")
+            self.say(f"step {step}: held-out MLM loss {record['mlm_loss']:.3f}, masked-token accuracy "
+                     f"{record['masked_accuracy']:.3f}; saved")
 
-    model.train()
-    task = progress.add_task("pretraining", total=total_steps, completed=step) if progress else None
-    tokens_done, timed_start = 0, time.perf_counter()
-    stopping = False
-    with StopFlag() as stop:
-        epoch = step // steps_per_epoch
-        while step < total_steps:
-            batches = _epoch_batches(train_index, lengths, config.batch_size, config.seed, epoch)
-            batches = batches[: steps_per_epoch * world][rank::world]  # each worker its own share of the epoch
-            for index in batches[step - epoch * steps_per_epoch:]:
-                ids, positions, labels = batch(index, np.random.default_rng([config.seed, 0, step, rank]))
-                loss, _ = loss_and_hits(ids, positions, labels, net)
-                value = float(loss)
-                if not np.isfinite(value):
-                    raise SentiError(f"MLM loss became {value} at step {step + 1}; lower --lr")
-                optimizer_step(loss, optimizer)
+    def run(self) -> dict:
+        from senti.toolkit.loop import StopFlag, TrainingInterrupted
+
+        config = self.config
+        steps_per_epoch = max(1, len(self.train_index) // config.batch_size // self.world)
+        total = min(config.epochs * steps_per_epoch, config.max_steps or config.epochs * steps_per_epoch)
+        self.optimizer, schedule = make_optimizer(list(self.model.named_parameters()), config, total)
+        self.metrics = self.state["metrics"] if self.state else {
+            "written_by": "senti pretrain", "model": self.source, "corpus": self.corpus.stats,
+            "runtime": runtime_record(), "world_size": self.world, "versions": versions(), "steps": [],
+            "evaluations": [], "interrupted": None}
+        step = self.state["step"] if self.state else 0
+        if self.state:
+            load_optimizer(self.optimizer, self.model, self.out)
+            for _ in range(step):
                 schedule.step()
-                step += 1
-                tokens_done += int(ids.shape[0] * ids.shape[1])
-                rate = tokens_done / (time.perf_counter() - timed_start)
-                metrics["steps"].append({"step": step, "loss": value, "tokens_per_s": rate})
-                if task is not None:
-                    progress.update(task, completed=step, description=f"MLM loss {value:.3f} {rate:,.0f} tok/s")
-                over_time = budget is not None and prior_minutes * 60 + time.perf_counter() - run_start >= budget
-                stopping = _agree(bool(stop.signal) or over_time, world)  # every worker stops at the same step
-                if main and (step % config.save_every == 0 or step >= total_steps or stopping):
-                    save()
-                if stopping or step >= total_steps:
-                    break
-            if stopping:
-                if stop.signal:
-                    metrics["interrupted"] = {"signal": stop.signal, "step": step}
-                    write_json_atomic(out / layout.METRICS, metrics)
-                break
-            epoch += 1
-    if main:
-        _plot(metrics, out / layout.CURVES_PNG)
-    if metrics["interrupted"]:
-        from senti.toolkit.loop import TrainingInterrupted
+        clock = _Clock(config.max_minutes, self.state["elapsed_minutes"] if self.state else 0.0)
+        task = self.progress.add_task("pretraining", total=total, completed=step) if self.progress else None
+        tokens, stopping = 0, False
+        self.model.train()
+        with StopFlag() as stop:
+            while step < total and not stopping:
+                epoch = step // steps_per_epoch
+                batches = _epoch_batches(self.train_index, self.corpus.lengths(), config.batch_size, config.seed,
+                                         epoch)[: steps_per_epoch * self.world][self.rank::self.world]
+                for index in batches[step - epoch * steps_per_epoch:]:
+                    batch = self.batch(index, [config.seed, 0, step, self.rank])
+                    loss, _ = self.loss_and_hits(batch, self.net)
+                    value = float(loss)
+                    if not np.isfinite(value):
+                        raise SentiError(f"MLM loss became {value} at step {step + 1}; lower --lr")
+                    optimizer_step(loss, self.optimizer)
+                    schedule.step()
+                    step += 1
+                    tokens += batch[0].size
+                    rate = tokens / clock.this_run_seconds()
+                    self.metrics["steps"].append({"step": step, "loss": value, "tokens_per_s": rate})
+                    if task is not None:
+                        self.progress.update(task, completed=step, description=f"MLM loss {value:.3f} {rate:,.0f} tok/s")
+                    stopping = _agree(bool(stop.signal) or clock.over(), self.world)  # all workers stop together
+                    if self.main and (step % config.save_every == 0 or step >= total or stopping):
+                        self.save(step, clock.minutes())
+                    if stopping or step >= total:
+                        break
+            if stop.signal:
+                self.metrics["interrupted"] = {"signal": stop.signal, "step": step}
+        if self.main:
+            write_json_atomic(self.out / layout.METRICS, self.metrics)
+            plot_pretraining_curves(self.metrics, self.out / layout.CURVES_PNG)
+        if self.metrics["interrupted"]:
+            raise TrainingInterrupted(f"pretraining interrupted by {stop.signal} at step {step}; {self.out} holds "
+                                      "that step and resumes from it")
+        return self.metrics
 
-        raise TrainingInterrupted(f"pretraining interrupted by {stop.signal} at step {step}; the folder {out} "
-                                  "holds that step and resumes from it")
-    return metrics
+
+class _Clock:
+    """Minutes spent on the run (earlier runs of a resumed one included) against `--max-minutes`."""
+
+    def __init__(self, max_minutes: float | None, prior_minutes: float):
+        self.budget_s = max_minutes * 60 if max_minutes else None
+        self.prior_s, self.start = prior_minutes * 60, time.perf_counter()
+
+    def this_run_seconds(self) -> float:
+        return max(time.perf_counter() - self.start, 1e-9)
+
+    def minutes(self) -> float:
+        return (self.prior_s + self.this_run_seconds()) / 60
+
+    def over(self) -> bool:
+        return self.budget_s is not None and self.minutes() * 60 >= self.budget_s
+
+
+def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
+    """Pretrain per `config` into `config.output_dir`; returns the metrics (also in metrics.json)."""
+    configure_runtime(config.threads)
+    return PretrainRun(config, say, progress).run()
 
 
 def _agree(flag: bool, world: int) -> bool:
@@ -344,53 +340,6 @@ def _epoch_batches(index: np.ndarray, lengths: np.ndarray, batch_size: int, seed
     return [index[b] for b in local if len(b) == batch_size]
 
 
-def _resume_state(out: Path) -> dict | None:
-    """The saved step, elapsed minutes and metrics of an unfinished run in `out`, or None."""
-    from safetensors import safe_open
-
-    state, meta = out / layout.PRETRAIN_STATE, out / layout.CHECKPOINT_META
-    if not (state.is_file() and meta.is_file()):
-        return None
-    with safe_open(str(state), framework="numpy") as fh:
-        data = json.loads(fh.metadata()["state"])
-    if json.loads(meta.read_text(encoding="utf-8")).get("steps") != data["step"]:
-        return None  # the weights and the optimizer state disagree: starting over is safer than a wrong resume
-    return data
-
-
-def _structured_names(model) -> dict[str, str]:
-    """Paddle keys optimizer state by each parameter's unique name (`linear_3.w_0`), which depends on how many
-    layers the process built before; the structured name (`ernie.encoder...`) does not."""
-    return {p.name: n for n, p in model.named_parameters()}
-
-
-def _rename(key: str, names: dict[str, str]) -> str:
-    for old in sorted(names, key=len, reverse=True):  # longest first: linear_11.w_0 before linear_1.w_0
-        if key.startswith(old + "_"):
-            return names[old] + key[len(old):]
-    return key
-
-
-def _save_state(optimizer, model, path: Path, step: int, elapsed: float, metrics: dict) -> None:
-    """Optimizer moments as safetensors (loading runs no code), the step and metrics in its metadata."""
-    from safetensors.numpy import save_file
-
-    names = _structured_names(model)
-    tensors = {_rename(k, names): np.ascontiguousarray(v.numpy()) for k, v in optimizer.state_dict().items()
-               if hasattr(v, "numpy")}
-    state = {"step": step, "elapsed_minutes": elapsed, "metrics": metrics}
-    save_file(tensors, str(path), metadata={"state": json.dumps(state)})
-
-
-def _load_optimizer(optimizer, model, out: Path) -> None:
-    import paddle
-    from safetensors.numpy import load_file
-
-    names = {n: p for p, n in _structured_names(model).items()}
-    tensors = load_file(str(out / layout.PRETRAIN_STATE))
-    optimizer.set_state_dict({_rename(k, names): paddle.to_tensor(v) for k, v in tensors.items()})
-
-
 def _keep_text_hashes(cache: Path, out: Path) -> None:
     """The pretraining texts' hashes beside the weights (fine-tuning counts its dev and test texts among them)."""
     import os
@@ -410,9 +359,3 @@ def _snapshot(out: Path, step: int) -> None:
     for f in out.iterdir():
         if f.is_file() and f.name != layout.PRETRAIN_STATE:
             shutil.copy2(f, target / f.name)
-
-
-def _plot(metrics: dict, path: Path) -> None:
-    from senti.toolkit.plots import plot_pretraining_curves
-
-    plot_pretraining_curves(metrics, path)
