@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import random
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from senti.core.runtime import configure_runtime
@@ -126,3 +134,58 @@ def _exported(_trained_checkpoint, tmp_path_factory):
     out = tmp_path_factory.mktemp("export") / "tiny"
     record = export_tiny(_trained_checkpoint / "checkpoint", out, quantize="int8", fp16=True)
     return out, record
+
+
+# A real `senti serve` on 127.0.0.1 (the API key comes through --api-key-env).
+KEY = "test-key-123"
+AUTH = {"X-API-Key": KEY}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running_server(export_dir: Path, *extra: str):
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SENTI_TEST_KEY": KEY}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "senti.cli", "serve", "--model", str(export_dir), "--port", str(port),
+         "--backend", "onnx", "--threads", "2", "--api-key-env", "SENTI_TEST_KEY", *extra],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(proc.stdout.read())
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        raise AssertionError("server did not become ready in 60 s")
+    try:
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+
+
+# Texts that stress a tokenizer: empty, whitespace, Traditional, mixed scripts, emoji, full width, control
+# characters, special-token names, long.
+EDGE_CASES = [
+    "", "   ", "\t\n ", "這家飯店的服務態度很差勁，環境還可以。", "iPhone 15 Pro Max 256GB 价格6999元 OK!",
+    "好评👍😀🎉 绝了", "（）！？，。：；“”‘’【】《》～￥×", "ＡＢＣ１２３ｆｕｌｌ　ｗｉｄｔｈ", "Café naïve résumé ÀÉÎ",
+    "a\u200bb\u00adc\x00\ufffd", "[UNK] [CLS] 好 [SEP]", "x" * 150, "很好" * 5000, "e\u0301 µ² º 〇 Ø",
+]

@@ -168,7 +168,7 @@ def test_real_chnsenticorp_rows_beat_chance(chnsenticorp, tmp_path):
 
 
 def _senti_env():
-    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
 
 @pytest.mark.slow

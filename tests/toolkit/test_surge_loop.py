@@ -11,8 +11,17 @@ import time
 
 import httpx
 import pytest
-from conftest import EMOTIONS, PARITY, export_tiny, synthetic_rows, train_tiny, write_folder, write_rows
-from test_server import AUTH, running_server
+from conftest import (
+    AUTH,
+    EMOTIONS,
+    PARITY,
+    export_tiny,
+    running_server,
+    synthetic_rows,
+    train_tiny,
+    write_folder,
+    write_rows,
+)
 
 from senti.core import layout
 from senti.core.errors import SentiError

@@ -13,8 +13,7 @@ import time
 
 import httpx
 import pytest
-from conftest import PARITY
-from test_server import AUTH, running_server
+from conftest import AUTH, PARITY, running_server
 
 from senti.core.errors import SentiError
 from senti.serving import Predictor

@@ -10,18 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PARITY
+from conftest import EDGE_CASES, PARITY
 
 from senti.core.errors import ArtifactError, SentiError
 from senti.serving import Predictor
 from senti.serving.tokenizer import FastTokenizer
 
-ROOT = Path(__file__).resolve().parent.parent
-EDGE_CASES = [
-    "", "   ", "\t\n ", "這家飯店的服務態度很差勁，環境還可以。", "iPhone 15 Pro Max 256GB 价格6999元 OK!",
-    "好评👍😀🎉 绝了", "（）！？，。：；“”‘’【】《》～￥×", "ＡＢＣ１２３ｆｕｌｌ　ｗｉｄｔｈ", "Café naïve résumé ÀÉÎ",
-    "a\u200bb\u00adc\x00\ufffd", "[UNK] [CLS] 好 [SEP]", "x" * 150, "很好" * 5000, "e\u0301 µ² º 〇 Ø",
-]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ernie_tokenizer(checkpoint: Path):

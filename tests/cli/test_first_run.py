@@ -10,8 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PARITY, synthetic_rows, write_folder, write_rows
-from test_serving import EDGE_CASES
+from conftest import EDGE_CASES, PARITY, synthetic_rows, write_folder, write_rows
 
 from senti.core import layout
 

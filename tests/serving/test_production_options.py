@@ -8,8 +8,7 @@ import json
 
 import httpx
 import psutil
-from conftest import PARITY
-from test_server import AUTH, running_server
+from conftest import AUTH, PARITY, running_server
 
 from senti.serving import Predictor
 

@@ -4,65 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import PARITY
+from conftest import AUTH, KEY, PARITY, running_server
 
 from senti.serving import Predictor
 
-ROOT = Path(__file__).resolve().parent.parent
-KEY = "test-key-123"
-AUTH = {"X-API-Key": KEY}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def running_server(export_dir: Path, *extra: str):
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SENTI_TEST_KEY": KEY}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "senti.cli", "serve", "--model", str(export_dir), "--port", str(port),
-         "--backend", "onnx", "--threads", "2", "--api-key-env", "SENTI_TEST_KEY", *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(proc.stdout.read())
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        raise AssertionError("server did not become ready in 60 s")
-    try:
-        yield base, proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
+ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def server(_exported):
     out, _ = _exported
