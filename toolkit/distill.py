@@ -241,9 +241,9 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     say(f"teacher logits for {len(rows)} texts ({len(extra)} extra, teacher-labelled), computed once")
     teacher_logits = predict_logits(teacher, train_ids, batch_size=64)
     dev_logits = predict_logits(teacher, dev_ids)
-    if config.teacher_ngram:
-        teacher_logits, dev_logits = _mix_ngram(config.teacher_ngram, splits, labels, rows, teacher_logits,
-                                                [e.text for e in splits.dev], dev_logits, config.seed, say)
+    mix = _ngram_mixer(config.teacher_ngram, splits, labels, config.seed, say) if config.teacher_ngram else None
+    if mix:
+        teacher_logits, dev_logits = mix(rows, teacher_logits), mix([e.text for e in splits.dev], dev_logits)
     teacher_dev = classification_metrics(dev_y, dev_logits.argmax(1), labels)
     precision = resolve_precision(config, device, say)
 
@@ -289,15 +289,15 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     finish_run(out, metrics)
     raise_if_interrupted(metrics, out)
     report = _report(config, out, teacher, student, teacher_dev, metrics, splits, tokenizer, max_len, labels,
-                     extra_stats)
+                     extra_stats, mix)
     write_json_atomic(out / layout.DISTILL_META, report)
     return report
 
 
-def _mix_ngram(weight: float, splits, labels, rows, train_logits, dev_texts, dev_logits, seed: int, say):
-    """Teacher logits as log of (1 - weight) x the checkpoint's probabilities + weight x the char n-gram
-    baseline's (fitted on the training split): an ensemble of two different views of the text, or the
-    n-gram model alone at weight 1."""
+def _ngram_mixer(weight: float, splits, labels, seed: int, say):
+    """`mix(texts, logits)`: the teacher's logits as log of (1 - weight) x the checkpoint's probabilities + weight x
+    the char n-gram baseline's (fitted on the training split): an ensemble of two different views of the text, or
+    the n-gram model alone at weight 1."""
     from senti.serving.predictor import softmax
     from senti.toolkit.baseline import baseline_probabilities, fit_baseline
 
@@ -308,14 +308,15 @@ def _mix_ngram(weight: float, splits, labels, rows, train_logits, dev_texts, dev
         return np.log(np.clip(probs, 1e-7, None)).astype(np.float32)
 
     say(f"teacher: {1 - weight:g} x the checkpoint + {weight:g} x the char n-gram baseline")
-    return mixed(rows, train_logits), mixed(dev_texts, dev_logits)
+    return mixed
 
 
 def _size_mb(folder: Path) -> float:
     return sum(f.stat().st_size for f in folder.iterdir() if f.is_file()) / 2**20
 
 
-def _report(config, out, teacher, student, teacher_dev, metrics, splits, tokenizer, max_len, labels, extra_stats):
+def _report(config, out, teacher, student, teacher_dev, metrics, splits, tokenizer, max_len, labels, extra_stats,
+            mix=None):
     from senti.core.checkpoint import load_checkpoint
 
     best, _, _ = load_checkpoint(out)  # score the checkpoint that was kept, not the last step
@@ -334,7 +335,11 @@ def _report(config, out, teacher, student, teacher_dev, metrics, splits, tokeniz
     if splits.test:
         test_ids, _ = encode_texts(tokenizer, [e.text for e in splits.test], max_len)
         test_y = np.array([labels.index(e.label) for e in splits.test])
+        test_texts = [e.text for e in splits.test]
         for name, model in (("teacher", teacher), ("student", best)):
-            result = classification_metrics(test_y, predict_logits(model, test_ids).argmax(1), labels)
+            logits = predict_logits(model, test_ids)
+            if name == "teacher" and mix:  # the teacher the student learned from: the mixture
+                logits = mix(test_texts, logits)
+            result = classification_metrics(test_y, logits.argmax(1), labels)
             report[name].update(test_accuracy=result["accuracy"], test_macro_f1=result["macro_f1"])
     return json.loads(json.dumps(report))

@@ -125,3 +125,29 @@ def test_eval_and_export_cut_the_splits_the_student_was_trained_on(tiny_checkpoi
     assert cuts and all(cut == (str(reviews), 3) for cut in cuts), cuts
     splits = real(str(reviews), seed=3)
     assert scored["n"] == len(splits.test) and exported["parity_texts"] == len(splits.dev)
+
+
+def test_an_ngram_teacher_and_a_pretrained_student(tiny_checkpoint, tmp_path):
+    """--teacher-ngram 1: the n-gram baseline alone is the teacher (its dev figure is the n-gram model's); a
+    pretrained folder with the teacher's vocabulary is a student; a foreign vocabulary is refused."""
+    from senti.toolkit.baseline import baseline_figures
+    from senti.toolkit.data import load_splits
+    from senti.toolkit.pretrain import PretrainConfig, run_pretraining
+
+    ckpt, data = tiny_checkpoint
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(t for _, t in synthetic_rows(200, seed=4)), encoding="utf-8")
+    pretrained = tmp_path / "pretrained"
+    run_pretraining(PretrainConfig(output_dir=str(pretrained), corpus=[str(corpus)], model=str(ckpt), max_steps=2,
+                                   batch_size=16, save_every=2, device="cpu"), say=lambda _: None)
+    report = _distill(ckpt, data, tmp_path / "s", student=str(pretrained), teacher_ngram=1.0)
+    splits = load_splits(str(data), seed=3)
+    ngram = baseline_figures([e.text for e in splits.train], [e.label for e in splits.train], splits.labels,
+                             {"dev": ([e.text for e in splits.dev], [e.label for e in splits.dev])}, seed=3)
+    assert report["teacher"]["dev_accuracy"] == pytest.approx(ngram["dev"]["accuracy"])
+    assert report["student"]["model"]["source"] == "pretrained"
+    scratch = tmp_path / "scratch-pretrained"
+    run_pretraining(PretrainConfig(output_dir=str(scratch), corpus=[str(corpus)], max_steps=1, batch_size=16,
+                                   save_every=1, device="cpu", min_freq=3), say=lambda _: None)
+    with pytest.raises(SentiError, match="different vocabulary"):
+        _distill(ckpt, data, tmp_path / "s2", student=str(scratch))
