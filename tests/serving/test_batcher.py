@@ -1,0 +1,74 @@
+"""`serving.batcher`: requests that arrive together share a model call, the queue is bounded, a failing job
+fails alone, and a departed caller's work never reaches the model."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from senti.serving.batcher import Batcher, QueueFull
+
+
+def _run(coro):
+    return asyncio.run(asyncio.wait_for(coro, timeout=30))
+
+
+def test_jobs_that_arrive_together_share_one_call():
+    calls = []
+
+    def predict(texts):
+        calls.append(list(texts))
+        return [t.upper() for t in texts]
+
+    async def main():
+        batcher = Batcher(predict, max_batch_size=8, max_wait_ms=50)
+        batcher.start()
+        results = await asyncio.gather(*(batcher.submit([f"t{i}", f"u{i}"]) for i in range(3)))
+        await batcher.stop()
+        return results
+
+    results = _run(main())
+    assert results == [[f"T{i}", f"U{i}"] for i in range(3)]
+    assert len(calls) == 1 and sorted(calls[0]) == sorted(t for i in range(3) for t in (f"t{i}", f"u{i}"))
+
+
+def test_the_queue_is_bounded_by_cost_and_a_failing_job_fails_alone():
+    def predict(texts):
+        if "bad" in texts:
+            raise ValueError("cannot score")
+        return texts
+
+    async def main():
+        batcher = Batcher(predict, max_batch_size=4, max_wait_ms=50, max_queue=5)
+        batcher.start()
+        with pytest.raises(QueueFull):
+            await batcher.submit(["x"], cost=6)  # one text scored in 6 windows is 6 inputs, not 1
+        good = asyncio.ensure_future(batcher.submit(["a", "b"]))
+        bad = asyncio.ensure_future(batcher.submit(["bad"]))
+        done = await asyncio.gather(good, bad, return_exceptions=True)
+        await batcher.stop()
+        return done
+
+    good, bad = _run(main())
+    assert good == ["a", "b"] and isinstance(bad, ValueError)
+
+
+def test_work_of_a_departed_caller_is_dropped_before_the_model():
+    seen = []
+
+    def predict(texts):
+        seen.extend(texts)
+        return texts
+
+    async def main():
+        batcher = Batcher(predict, max_batch_size=4, max_wait_ms=200)
+        batcher.start()
+        gone = asyncio.ensure_future(batcher.submit(["gone"]))
+        await asyncio.sleep(0)
+        gone.cancel()
+        kept = await batcher.submit(["kept"])
+        await batcher.stop()
+        return kept
+
+    assert _run(main()) == ["kept"] and "gone" not in seen
