@@ -25,6 +25,22 @@ def choices(name: str, values) -> Any:
     return Enum(name, {v.replace("-", "_"): v for v in values}, type=str)
 
 
+def run_data_parallel(config, device_ids: list[str]) -> dict:
+    """Launch `config` (training or pretraining) on several workers through paddle.distributed.launch and read
+    back the metrics rank 0 wrote."""
+    import json
+    from pathlib import Path
+
+    from senti.core import layout
+    from senti.toolkit.distributed import launch_training
+    from senti.toolkit.train import launcher_device
+
+    config.device = launcher_device(config.device)
+    console.print(f"data-parallel {config.KIND} on {len(device_ids)} {config.device} workers")
+    launch_training(config, device_ids)
+    return json.loads((Path(config.output_dir) / layout.METRICS).read_text(encoding="utf-8"))
+
+
 def say(message: str) -> None:
     """Progress lines from the library: printed as they are (their brackets are not rich markup)."""
     console.print(message, markup=False, highlight=False)

@@ -7,7 +7,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, say, step_progress, user_errors
+from senti.cli.common import (
+    TRUST_PICKLE_HELP,
+    choices,
+    console,
+    quiet,
+    run_data_parallel,
+    say,
+    step_progress,
+    user_errors,
+)
 
 app = typer.Typer()
 Masking = choices("Masking", ("word", "char"))
@@ -55,14 +64,7 @@ def pretrain(
             overwrite=overwrite, trust_pickle=trust_pickle, device="cpu")
         device_ids = [d.strip() for d in devices.split(",") if d.strip()] if devices else []
         if len(device_ids) > 1:
-            import json
-
-            from senti.core import layout
-            from senti.toolkit.distributed import launch_training
-
-            console.print(f"data-parallel pretraining on {len(device_ids)} cpu workers")
-            launch_training(config, device_ids)
-            metrics = json.loads((output_dir / layout.METRICS).read_text(encoding="utf-8"))
+            metrics = run_data_parallel(config, device_ids)
         else:
             quiet(threads)
             with step_progress() as progress:

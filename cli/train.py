@@ -8,7 +8,17 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from senti.cli.common import TRUST_PICKLE_HELP, choices, console, fail, quiet, say, step_progress, user_errors
+from senti.cli.common import (
+    TRUST_PICKLE_HELP,
+    choices,
+    console,
+    fail,
+    quiet,
+    run_data_parallel,
+    say,
+    step_progress,
+    user_errors,
+)
 from senti.core import layout
 from senti.toolkit.config import AMP_DTYPES, DEVICES
 
@@ -83,15 +93,7 @@ def train(
             threads=threads, overwrite=overwrite, trust_pickle=trust_pickle)
         device_ids = [d.strip() for d in devices.split(",") if d.strip()] if devices else []
         if len(device_ids) > 1:
-            import json
-
-            from senti.toolkit.distributed import launch_training
-            from senti.toolkit.train import launcher_device
-
-            config.device = launcher_device(config.device)
-            console.print(f"data-parallel training on {len(device_ids)} {config.device} workers")
-            launch_training(config, device_ids)
-            metrics = json.loads((output_dir / layout.METRICS).read_text(encoding="utf-8"))
+            metrics = run_data_parallel(config, device_ids)
         else:
             from senti.toolkit.train import run_training
 
