@@ -1,0 +1,29 @@
+"""The experiment scripts behind the README's figures: each imports, and each command-line one answers --help."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import senti.benchmarks.experiments as experiments
+
+MODULES = sorted(m.name for m in pkgutil.iter_modules(experiments.__path__))
+
+
+def test_the_experiments_are_there():
+    assert {"batch_cut", "inprocess_ab", "pretrain_curve", "serve_profile", "student_speed", "surge_loop",
+            "tokenizer_speed"} <= set(MODULES)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_each_experiment_imports_and_explains_itself(name):
+    module = importlib.import_module(f"senti.benchmarks.experiments.{name}")
+    assert module.__doc__ and "python -m senti.benchmarks.experiments." + name in module.__doc__
+    if "argparse" in (module.__file__ and open(module.__file__, encoding="utf-8").read()):
+        result = subprocess.run([sys.executable, "-m", f"senti.benchmarks.experiments.{name}", "--help"],
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0 and "usage" in result.stdout, result.stderr[-2000:]
