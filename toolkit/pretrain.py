@@ -151,6 +151,13 @@ class PretrainRun:
             self.say(f"resuming {self.out} at step {self.state['step']}")
         self.fast = FastTokenizer(vocab_file, do_lower_case=bool(getattr(self.tokenizer, "do_lower_case", True)))
         self.corpus = self._tokenize()
+        tokenizer = self.tokenizer  # the masking settings, fixed for the run (not looked up per batch)
+        mask_id = tokenizer.convert_tokens_to_ids("[MASK]")
+        specials = (tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id, mask_id)
+        self.masking = dict(vocab_size=self.fast.vocab_size, mask_id=mask_id, first_normal_id=max(specials) + 1,
+                            rate=config.mask_rate, whole_word=config.masking == "word", cls_id=tokenizer.cls_token_id,
+                            sep_id=tokenizer.sep_token_id, pad_id=tokenizer.pad_token_id)
+        self.hashes_kept = False
         self.net = paddle.DataParallel(self.model) if self.world > 1 else self.model
         order = np.random.default_rng(config.seed).permutation(len(self.corpus))
         n_held = min(HELDOUT_MAX, max(1, int(len(self.corpus) * HELDOUT_SHARE))) if len(self.corpus) > 1 else 0
@@ -179,15 +186,11 @@ class PretrainRun:
 
     def batch(self, index, seed):
         """Masked (input ids, flat positions, labels) for the sequences in `index`, drawn with `seed`."""
-        corpus, tokenizer = self.corpus, self.tokenizer
+        corpus = self.corpus
         spans = [(corpus.offsets[i], corpus.offsets[i + 1]) for i in index]
-        mask_id = tokenizer.convert_tokens_to_ids("[MASK]")
-        specials = (tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id, mask_id)
         return mask_batch([np.asarray(corpus.ids[a:b]) for a, b in spans],
                           [np.asarray(corpus.word_start[a:b]) for a, b in spans], np.random.default_rng(seed),
-                          vocab_size=self.fast.vocab_size, mask_id=mask_id, first_normal_id=max(specials) + 1,
-                          rate=self.config.mask_rate, whole_word=self.config.masking == "word",
-                          cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id, pad_id=tokenizer.pad_token_id)
+                          **self.masking)
 
     def loss_and_hits(self, batch, layer):
         """Masked-LM loss (the mean over masked positions) and how many of them the model got right."""
@@ -234,7 +237,9 @@ class PretrainRun:
         save_checkpoint(self.model, self.tokenizer, self.out, meta, self.config, extra={
             layout.PRETRAIN_STATE: lambda path: save_state(self.optimizer, self.model, path, state)})
         write_json_atomic(self.out / layout.METRICS, self.metrics)
-        _keep_text_hashes(self.out / ".corpus", self.out)
+        if not self.hashes_kept:  # the corpus does not change during a run: copy its text hashes once
+            _keep_text_hashes(self.out / ".corpus", self.out)
+            self.hashes_kept = True
         if self.config.snapshots:
             _snapshot(self.out, step)
         if record:
