@@ -21,6 +21,7 @@ class DriftCounter:
         self.n = self.low = self.truncated = self.tokens = self.unknown = 0
         self.confidence = 0.0
         self.labels: Counter = Counter()
+        self.histogram = [0] * len(CONFIDENCE_BUCKETS)  # texts per confidence bucket (upper bounds)
 
     def add(self, p) -> None:
         if p is None:  # an error row
@@ -28,6 +29,8 @@ class DriftCounter:
         self.n += 1
         self.low += p.score < LOW_CONFIDENCE
         self.confidence += p.score
+        self.histogram[next((i for i, bound in enumerate(CONFIDENCE_BUCKETS) if p.score <= bound),
+                            len(CONFIDENCE_BUCKETS) - 1)] += 1
         self.labels[p.label] += 1
         self.truncated += bool(p.truncated)
         self.tokens += p.tokens
@@ -42,6 +45,8 @@ class DriftCounter:
             "label_shares": {lab: c / n for lab, c in sorted(self.labels.items())} if n else {},
             "truncated_share": self.truncated / n if n else 0.0,
             "unknown_token_share": self.unknown / self.tokens if self.tokens else 0.0,
+            "confidence_histogram": {"upper_bounds": list(CONFIDENCE_BUCKETS),
+                                     "shares": [c / n if n else 0.0 for c in self.histogram]},
         }
 
 

@@ -8,10 +8,13 @@ Content-Length; slow senders get 408; work for a client that went away is droppe
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hmac
 import json
 import logging
 import os
+import threading
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -21,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from senti.core.errors import SentiError
 from senti.serving.batcher import Batcher, QueueFull
-from senti.serving.drift import CONFIDENCE_BUCKETS
+from senti.serving.console import add_pages
+from senti.serving.drift import CONFIDENCE_BUCKETS, DriftCounter
 from senti.serving.http_guard import HEADER_TIMEOUT_ENV, PREDICT_PATH, Guard, HeaderTimeoutProtocol
 from senti.serving.predictor import text_problem
 
@@ -71,8 +75,9 @@ class ServerConfig:
 
 
 def create_app(predictor, config: ServerConfig, reload=None):
-    """The ASGI app: POST /v1/predict, GET/HEAD /healthz, /readyz, GET /metrics, POST /v1/admin/reload, and
-    OpenAPI docs at /docs. `reload()` loads the export anew (a new `Predictor`); SIGHUP calls it too."""
+    """The ASGI app: POST /v1/predict, GET/HEAD /healthz, /readyz, GET /metrics, POST /v1/admin/reload, a page
+    for people at / (its figures at /v1/status), and OpenAPI docs at /docs, all without internet.
+    `reload()` loads the export anew (a new `Predictor`); SIGHUP calls it too."""
     from fastapi import FastAPI, Header, HTTPException
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
@@ -97,8 +102,9 @@ def create_app(predictor, config: ServerConfig, reload=None):
     truncated_total = Counter("senti_truncated_texts", "Texts longer than max_seq_len", registry=registry)
     tokens_total = Counter("senti_tokens", "Word pieces in the texts scored", registry=registry)
     unknown_total = Counter("senti_unknown_tokens", "Word pieces outside the vocabulary ([UNK])", registry=registry)
-    current = {"predictor": predictor}
+    current = {"predictor": predictor, "loaded_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
     state = {"ready": False, "reload": None}
+    traffic, traffic_lock = DriftCounter(), threading.Lock()  # the page's drift figures since start-up
 
     def on_batch(cost: int, seconds: float) -> None:
         batch_sizes.observe(cost)
@@ -109,6 +115,9 @@ def create_app(predictor, config: ServerConfig, reload=None):
         model = current["predictor"]  # read once: a reload swaps models between batches, never inside one
         results = model.predict(texts, batch_size=config.max_batch_size)
         texts_total.inc(len(texts))
+        with traffic_lock:
+            for p in results:
+                traffic.add(p)
         for p in results:
             confidence.observe(p.score)
             predicted.labels(p.label).inc()
@@ -138,7 +147,7 @@ def create_app(predictor, config: ServerConfig, reload=None):
                           record["error"])
             else:
                 old = current["predictor"].version
-                current["predictor"] = fresh
+                current.update(predictor=fresh, loaded_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
                 record.update(ok=True, serving=fresh.version, previous=old,
                               seconds=round(time.perf_counter() - started, 2))
                 log.warning("reload (%s): now serving %s (was %s)", trigger, fresh.version, old)
@@ -158,14 +167,26 @@ def create_app(predictor, config: ServerConfig, reload=None):
         state["ready"] = False  # uvicorn has finished the requests in flight before this point
         await batcher.stop()
 
-    app = FastAPI(title="senti", version="1", lifespan=lifespan,
+    app = FastAPI(title="senti", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,  # console.py's
                   description=f"Chinese sentiment analysis: labels {predictor.labels}, backend {predictor.backend_name}")
 
-    def authorize(authorization: str | None, x_api_key: str | None) -> None:
+    def authorize(authorization: str | None, x_api_key: str | None, challenge: str = "Bearer") -> None:
         if config.api_key is not None:
-            given = x_api_key or (authorization[7:] if authorization and authorization.startswith("Bearer ") else "")
+            given = x_api_key or presented_key(authorization)
             if not hmac.compare_digest(given.encode(), config.api_key.encode()):
-                fail(401, "unauthorized", "missing or wrong API key", {"WWW-Authenticate": "Bearer"})
+                fail(401, "unauthorized", "missing or wrong API key", {"WWW-Authenticate": challenge})
+
+    def status() -> dict:
+        model = current["predictor"]
+        with traffic_lock:
+            figures = traffic.summary()
+        return {"model_version": model.version, "backend": model.backend_name, "labels": model.labels,
+                "max_seq_len": model.max_seq_len, "long_text": model.long_text, "loaded_at": current["loaded_at"],
+                "reload": state["reload"], "traffic": figures, "reference": model.meta.reference_stats}
+
+    # A browser asks for the key itself (Basic, any user name) and sends it with the page's own requests.
+    add_pages(app, status, lambda request: authorize(request.headers.get("authorization"),
+                                                     request.headers.get("x-api-key"), 'Basic realm="senti"'))
 
     def fail(status: int, reason: str, detail, headers=None):
         errors.labels(reason).inc()
@@ -264,6 +285,19 @@ def create_app(predictor, config: ServerConfig, reload=None):
 
     guarded = Guard(app, config.max_body_bytes, config.body_timeout_s, lambda status: requests.labels(str(status)).inc())
     return guarded, app
+
+
+def presented_key(authorization: str | None) -> str:
+    """The API key in an Authorization header: `Bearer KEY` (any case), or Basic with the key as password."""
+    scheme, _, value = (authorization or "").strip().partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip()
+    if scheme.lower() == "basic":
+        try:
+            return base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")[2]
+        except (binascii.Error, UnicodeDecodeError):
+            return ""
+    return ""
 
 
 def check_recorded_parity(predictor) -> None:

@@ -182,6 +182,47 @@ def running_server(export_dir: Path, *extra: str):
 
 
 
+# A real browser for the pages: Debian's chromium and chromium-driver (.ci/run installs them). Missing, the browser
+# tests skip here and fail in CI (SENTI_REQUIRE_BROWSER=1), so CI proves them.
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
+
+
+@pytest.fixture
+def browser():
+    """Headless Chromium (Selenium) that can reach loopback only: every host name resolves to nothing, and the
+    URLs it requested are kept in its performance log for the test to check."""
+    if not (CHROMIUM and CHROMEDRIVER):
+        if os.environ.get("SENTI_REQUIRE_BROWSER"):
+            pytest.fail("chromium and chromedriver are required (apt-get install chromium chromium-driver)")
+        pytest.skip("no chromium/chromedriver on PATH (apt-get install chromium chromium-driver fonts-noto-cjk)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000",
+                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--no-proxy-server",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def requested_urls(driver) -> list[str]:
+    """The URLs the browser asked for since the last call (from Chrome's performance log)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
 # Texts that stress a tokenizer: empty, whitespace, Traditional, mixed scripts, emoji, full width, control
 # characters, special-token names, long.
 EDGE_CASES = [

@@ -1,0 +1,63 @@
+"""The pages of `senti serve` for a person: `/` (try texts, the model's version, drift against the dev
+reference) and `/docs` (Swagger UI). Every asset is served from this machine, so both work on a network
+without internet (FastAPI's default `/docs` loads Swagger UI from a public CDN and renders blank offline)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
+
+STATIC = Path(__file__).parent / "static"
+DOCS_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png")  # all /docs needs
+MEDIA_TYPES = {".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
+
+
+def swagger_ui_dir() -> Path:
+    """Swagger UI 5's files as the `swagger-ui-py` package ships them."""
+    import swagger_ui
+
+    return Path(swagger_ui.__file__).parent / "static"
+
+
+def add_pages(app, status, authorize_page) -> None:
+    """Routes `/`, `/v1/status` (the figures the page draws, JSON), `/docs` and its assets on `app`.
+    `status()` returns the figures; `authorize_page(request)` raises 401 when the API key is set and missing."""
+    from fastapi import HTTPException
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+
+    page = (STATIC / "console.html").read_text(encoding="utf-8")
+
+    @app.get("/", include_in_schema=False)
+    async def console(request: Request):
+        authorize_page(request)
+        return HTMLResponse(page, headers=NO_EXTERNAL)
+
+    @app.get("/v1/status", responses={401: {"description": "missing or wrong API key"}})
+    async def model_status(request: Request):
+        """The serving model (version, backend, when it was loaded, last reload) and the drift figures of the
+        texts scored since start-up beside the dev reference recorded at export."""
+        authorize_page(request)
+        return JSONResponse(status())
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs():
+        html = get_swagger_ui_html(openapi_url=app.openapi_url, title="senti API",
+                                   swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs/assets/swagger-ui.css",
+                                   swagger_favicon_url="/docs/assets/favicon-32x32.png",
+                                   swagger_ui_parameters={"validatorUrl": None})  # no badge from swagger.io
+        return HTMLResponse(html.body, headers=NO_EXTERNAL)
+
+    @app.get("/docs/assets/{name}", include_in_schema=False)
+    async def docs_asset(name: str):
+        if name not in DOCS_ASSETS:  # a fixed list: nothing else of the package, nothing outside it
+            raise HTTPException(404, "not found")
+        return FileResponse(swagger_ui_dir() / name, media_type=MEDIA_TYPES[Path(name).suffix],
+                            headers={"Cache-Control": "public, max-age=86400"})
+
+
+# The browser itself refuses anything not from this server, so a page can never reach out by mistake.
+NO_EXTERNAL = {"Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+                                          "style-src 'self' 'unsafe-inline'; img-src 'self' data:"}
