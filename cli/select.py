@@ -27,12 +27,17 @@ def select(
     seed: Annotated[int, typer.Option(help="Seed of the random strategy.")] = 0,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of a .tsv/.csv/.jsonl input.")] = None,
     trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
+    exclude_labelled: Annotated[Optional[Path], typer.Option(help="A labels file of senti label: its labelled texts "
+                                                                  "are not picked again.", exists=True,
+                                                             dir_okay=False)] = None,
 ):
     """Pick the reviews worth labelling (uncertain, not duplicated), keeping their ids and columns."""
     quiet()
     from senti.toolkit.selection import select_file
 
     with user_errors():
-        result = select_file(model, input, output, budget, strategy.value, seed, text_column, trust_pickle)
-    console.print(f"{result['picked']} of {result['read']} texts ({result['distinct']} distinct) picked by "
-                  f"{result['strategy']} -> {output}")
+        result = select_file(model, input, output, budget, strategy.value, seed, text_column, trust_pickle,
+                             exclude_labelled)
+    already = f", {result['excluded_labelled']} already labelled left out" if exclude_labelled else ""
+    console.print(f"{result['picked']} of {result['read']} texts ({result['distinct']} distinct{already}) picked by "
+                  f"{result['strategy']} -> {output}; label them with senti label --input {output}")

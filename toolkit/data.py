@@ -130,6 +130,10 @@ def load_all_rows(dataset: str, *, text_column: str | None = None, label_column:
 def read_table(path: Path, text_column: str | None = None, label_column: str | None = None) -> list[Example]:
     """Rows of a .tsv/.csv/.jsonl file as Examples, read strictly; raises DataError naming file and line."""
     path = Path(path)
+    from senti.toolkit.labeling import is_label_log, resolve_log
+
+    if is_label_log(path):  # senti label's audit log: each id's last answer, skipped and undone texts left out
+        return [_example(text, label, where, "label") for text, label, where in resolve_log(path)[0]]
     label_col = label_column or "label"
     return [_example(row.text, row.label, f"{path}:{row.line}", label_col)
             for row in read_rows(path, text_column, label_column=label_column, with_labels=True, strict=True)]

@@ -90,8 +90,10 @@ def model_probabilities(model: Path, texts: list[str], batch_size: int = 64, tru
 
 
 def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = "uncertainty", seed: int = 0,
-                text_column: str | None = None, trust_pickle: bool = False) -> dict:
-    """Write the `budget` texts of `src` most worth labelling to `dst` (input columns + score + reason)."""
+                text_column: str | None = None, trust_pickle: bool = False, exclude: Path | None = None) -> dict:
+    """Write the `budget` texts of `src` most worth labelling to `dst` (input columns, then the pool's line, the
+    model's guess and its confidence, the margin score and the reason). `exclude`: a label log of `senti label`
+    whose labelled texts are not picked again."""
     if strategy not in STRATEGIES:
         raise DataError(f"unknown strategy '{strategy}'; choose one of {', '.join(STRATEGIES)}")
     if budget < 1:
@@ -100,28 +102,37 @@ def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = 
     if dst.suffix.lower() not in OUTPUT_SUFFIXES:
         raise DataError(f"--output {dst}: use {', '.join(OUTPUT_SUFFIXES)} (a .txt file cannot hold the scores)")
     rows = [r for r in read_rows(Path(src), text_column) if r.error is None and r.text and r.text.strip()]
+    done = set()
+    if exclude is not None:
+        from senti.toolkit.labeling import labelled_texts
+
+        done = labelled_texts(exclude)
+    excluded = sum(r.text.strip() in done for r in rows)
+    rows = [r for r in rows if r.text.strip() not in done]
     if not rows:
-        raise DataError(f"{src}: no texts to choose from")
+        raise DataError(f"{src}: no texts to choose from" + (f" ({excluded} already labelled)" if excluded else ""))
     probs, labels = model_probabilities(model, [r.text for r in rows], trust_pickle=trust_pickle)
     picked = pick([r.text for r in rows], probs, labels, budget, strategy, seed)
-    _write(dst, [(rows[i], score, reason) for i, score, reason in picked])
-    return {"read": len(rows), "distinct": len({r.text.strip() for r in rows}), "picked": len(picked),
-            "strategy": strategy, "output": str(dst)}
+    _write(dst, [(rows[i], labels[int(probs[i].argmax())], float(probs[i].max()), score, reason)
+                 for i, score, reason in picked])
+    return {"read": len(rows) + excluded, "excluded_labelled": excluded, "distinct": len({r.text.strip() for r in rows}),
+            "picked": len(picked), "strategy": strategy, "output": str(dst)}
 
 
 def _write(dst: Path, picked) -> None:
     tmp = dst.with_name(f".{dst.name}.partial")
-    columns = list(dict.fromkeys(k for row, _, _ in picked for k in (row.record or {"text": row.text})))
+    columns = list(dict.fromkeys(k for row, *_ in picked for k in (row.record or {"text": row.text})))
     with tmp.open("w", encoding="utf-8", newline="") as fh:
         if dst.suffix.lower() == ".jsonl":
-            for row, score, reason in picked:
-                fh.write(json.dumps({**(row.record or {"text": row.text}), "line": row.line, "score": score,
-                                     "reason": reason}, ensure_ascii=False) + "\n")
+            for row, guess, confidence, score, reason in picked:
+                fh.write(json.dumps({**(row.record or {"text": row.text}), "line": row.line, "guess": guess,
+                                     "confidence": confidence, "score": score, "reason": reason},
+                                    ensure_ascii=False) + "\n")
         else:
             writer = csv.writer(fh, delimiter="\t" if dst.suffix.lower() == ".tsv" else ",", lineterminator="\n")
-            writer.writerow([*columns, "line", "score", "reason"])
-            for row, score, reason in picked:
+            writer.writerow([*columns, "line", "guess", "confidence", "score", "reason"])
+            for row, guess, confidence, score, reason in picked:
                 record = row.record or {"text": row.text}
-                writer.writerow([*(str(record.get(c, "")).replace("\t", " ") for c in columns), row.line,
-                                 f"{score:.6f}", reason])
+                writer.writerow([*(str(record.get(c, "")).replace("\t", " ") for c in columns), row.line, guess,
+                                 f"{confidence:.6f}", f"{score:.6f}", reason])
     tmp.replace(dst)

@@ -96,7 +96,7 @@ def test_select_picks_the_uncertain_and_never_a_duplicate_twice(_exported, tmp_p
     write_rows(tsv, [(r["id"], r["text"]) for r in rows], header=("id", "text"))
     select_file(out, tsv, tmp_path / "picks.tsv", budget=2)
     header, *lines = (tmp_path / "picks.tsv").read_text(encoding="utf-8").splitlines()
-    assert header.split("\t") == ["id", "text", "line", "score", "reason"] and len(lines) == 2
+    assert header.split("\t") == ["id", "text", "line", "guess", "confidence", "score", "reason"] and len(lines) == 2
     with pytest.raises(SentiError, match="cannot hold the scores"):
         select_file(out, src, tmp_path / "picks.txt", budget=2)
 

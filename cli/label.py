@@ -1,0 +1,53 @@
+"""`senti label`: a local page for the surge loop's human step, labelling the picks of `senti select`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from senti.cli.common import TRUST_PICKLE_HELP, console, fail, quiet_warnings, user_errors
+
+app = typer.Typer()
+
+
+@app.command()
+def label(
+    input: Annotated[Path, typer.Option(help="The texts to label: what senti select wrote (.jsonl/.tsv/.csv), or "
+                                             "any file senti predict reads.", exists=True, dir_okay=False)],
+    output: Annotated[Path, typer.Option(help="The labels (.jsonl), an audit log: one line per answer, the last "
+                                              "per id wins. Given again, the job resumes where it stopped.")],
+    model: Annotated[Optional[Path], typer.Option(help="Export folder or checkpoint for the label names and the "
+                                                       "guesses the picks do not carry.", exists=True,
+                                                  file_okay=False)] = None,
+    labels: Annotated[Optional[str], typer.Option(help="Label names, comma-separated (default: the model's).")] = None,
+    text_column: Annotated[Optional[str], typer.Option(help="Text column of a .tsv/.csv/.jsonl input.")] = None,
+    host: Annotated[str, typer.Option(help="Address to bind; loopback unless you mean to expose it.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.", min=0, max=65535)] = 8600,
+    api_key_env: Annotated[Optional[str], typer.Option(
+        help="Name of an environment variable holding a key the browser must give (Basic auth password).")] = None,
+    trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
+):
+    """Label texts one at a time in the browser: keys 1-9, a/x (accept/reject the guess), space, backspace."""
+    quiet_warnings()
+    api_key = None
+    if api_key_env:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise fail(f"--api-key-env {api_key_env}: that environment variable is not set")
+    with user_errors():
+        from senti.toolkit.labeling import open_job
+
+        job = open_job(input, output, model, labels, text_column, trust_pickle)
+    import uvicorn
+
+    from senti.toolkit.label_server import create_label_app
+
+    if job.repaired:
+        console.print(f"{output}: cut a half-written last line ({job.repaired} bytes): the answer in flight when "
+                      "the server stopped")
+    console.print(f"labelling {len(job.picks)} texts ({job.done()} answered) as {', '.join(job.labels)} -> {output}; "
+                  f"open http://{host}:{port}/ (Ctrl+C stops; every answer is already saved)")
+    uvicorn.run(create_label_app(job, api_key), host=host, port=port, log_level="warning", access_log=False)

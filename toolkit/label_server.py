@@ -1,0 +1,98 @@
+"""`senti label`: a local page for labelling the picks of `senti select`, one text at a time, by keyboard or mouse.
+
+Routes: `/` (the page), `/api/job`, `/api/next`, `/api/answer`, `/api/undo`. Every answer is in the log before
+the page moves on (see `senti.toolkit.labeling`). Behind the API key when one is set (the browser asks for it).
+"""
+
+from __future__ import annotations
+
+import hmac
+from pathlib import Path
+
+from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
+from pydantic import BaseModel, ConfigDict, Field
+
+from senti.core.errors import SentiError
+from senti.toolkit.labeling import LabelJob, Pick
+
+PAGE = Path(__file__).parent / "static" / "label.html"
+
+
+class TabRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tab: str = Field(min_length=1, max_length=64, description="The browser tab asking (made up by the page)")
+
+
+class AnswerRequest(TabRequest):
+    id: str = Field(max_length=1000)
+    answer: str = Field(description="label, accept, reject or skip")
+    label: str | None = None
+
+
+def create_label_app(job: LabelJob, api_key: str | None = None):
+    from fastapi import FastAPI, HTTPException
+    from fastapi.responses import HTMLResponse
+
+    from senti.serving.console import NO_EXTERNAL
+    from senti.serving.server import presented_key
+
+    app = FastAPI(title="senti label", docs_url=None, redoc_url=None, openapi_url=None)
+    page = PAGE.read_text(encoding="utf-8")
+
+    def authorize(request: Request) -> None:
+        if api_key is not None:
+            given = request.headers.get("x-api-key") or presented_key(request.headers.get("authorization"))
+            if not hmac.compare_digest(given.encode(), api_key.encode()):
+                raise HTTPException(401, "missing or wrong API key", {"WWW-Authenticate": 'Basic realm="senti label"'})
+
+    def shown(pick: Pick | None) -> dict:
+        progress = {"done": job.done(), "total": len(job.picks), "recent": job.recent()}
+        if pick is None:
+            return {"item": None, **progress}
+        return {"item": {"id": pick.id, "text": pick.text, "guess": pick.guess, "confidence": pick.confidence,
+                         "reason": pick.reason, "position": job.picks.index(pick) + 1}, **progress}
+
+    def refused(err: SentiError):
+        raise HTTPException(409, str(err))
+
+    @app.get("/")
+    def index(request: Request):
+        authorize(request)
+        return HTMLResponse(page, headers=NO_EXTERNAL)
+
+    @app.get("/api/job")
+    def describe(request: Request):
+        authorize(request)
+        return {"labels": job.labels, "total": len(job.picks), "done": job.done(), "output": str(job.log_path),
+                "model_version": job.model_version, "guesses": any(p.guess for p in job.picks)}
+
+    @app.post("/api/next")
+    def next_text(body: TabRequest, request: Request):
+        authorize(request)
+        return shown(job.next_for(body.tab))
+
+    @app.post("/api/answer")
+    def answer(body: AnswerRequest, request: Request):
+        authorize(request)
+        try:
+            job.answer(body.tab, body.id, body.answer, body.label)
+        except SentiError as err:
+            refused(err)
+        return shown(job.next_for(body.tab))
+
+    @app.post("/api/edit")
+    def edit(body: AnswerRequest, request: Request):
+        """Change an earlier answer (one of the last ten); the text the tab holds stays its own."""
+        authorize(request)
+        try:
+            job.answer(body.tab, body.id, body.answer, body.label)
+        except SentiError as err:
+            refused(err)
+        return {"done": job.done(), "total": len(job.picks), "recent": job.recent()}
+
+    @app.post("/api/undo")
+    def undo(body: TabRequest, request: Request):
+        authorize(request)
+        return shown(job.undo(body.tab) or job.next_for(body.tab))
+
+    return app

@@ -1,0 +1,268 @@
+"""The human step of the surge loop: the picks of `senti select`, one answer at a time, kept in an audit log.
+
+The log (LABELS, JSONL) gets one line per answer, flushed and fsynced before the answer is acknowledged, so a
+killed server loses at most the answer in flight. Nothing is rewritten: an undo or an edit appends a new line,
+and the last line per id wins. `resolve_log` reads such a file as training rows (`senti train --dataset LABELS`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from senti.core.errors import DataError
+from senti.core.rows import parse_json_line, read_rows
+
+ANSWERS = ("label", "accept", "reject", "skip", "undo")  # label: chosen by number or mouse; accept/reject: the guess
+UNLABELLED = ("skip", "undo")  # answers after which a text counts as not labelled
+LEASE_SECONDS = 600  # a text shown in one tab is offered to no other tab for this long, unless answered
+LOG_KEYS = ("id", "text", "label", "answer")  # what makes a JSONL file a label log
+
+
+@dataclass
+class Pick:
+    id: str
+    text: str
+    record: dict  # the input's columns, written back beside each answer
+    guess: str | None = None
+    confidence: float | None = None
+    reason: str | None = None
+
+
+def pick_id(record: dict, line: int) -> str:
+    """A pick's identity: its `id` column, else the pool line `senti select` recorded, else its own line."""
+    if record.get("id") not in (None, ""):
+        return str(record["id"])
+    return f"line {record['line']}" if record.get("line") not in (None, "") else f"picks line {line}"
+
+
+def read_picks(path: Path, text_column: str | None = None) -> list[Pick]:
+    """The texts to label, with the model's guess when the file has one (`guess`, `confidence` of senti select)."""
+    picks, seen = [], {}
+    for row in read_rows(Path(path), text_column, strict=True):
+        record = row.record or {"text": row.text}
+        pid = pick_id(record, row.line)
+        if pid in seen:
+            raise DataError(f"{path}:{row.line}: id {pid!r} again (first on line {seen[pid]}); ids must be unique")
+        seen[pid] = row.line
+        confidence = record.get("confidence")
+        try:
+            confidence = None if confidence in (None, "") else float(confidence)
+        except (TypeError, ValueError):
+            raise DataError(f"{path}:{row.line}: confidence {confidence!r} is not a number") from None
+        picks.append(Pick(pid, row.text, record, record.get("guess") or None, confidence, record.get("reason")))
+    if not picks:
+        raise DataError(f"{path}: no texts to label")
+    return picks
+
+
+class LabelJob:
+    """The picks, the answers so far (from the log) and which tab holds which text."""
+
+    def __init__(self, picks: list[Pick], labels: list[str], log_path: Path, model_version: str | None = None):
+        if len(set(labels)) != len(labels) or len(labels) < 2:
+            raise DataError(f"labels must be at least two distinct names; got {labels}")
+        self.picks, self.labels, self.log_path = picks, labels, Path(log_path)
+        self.model_version = model_version
+        self.by_id = {p.id: p for p in picks}
+        for p in picks:
+            if p.guess is not None and p.guess not in labels:
+                raise DataError(f"pick {p.id!r}: the guess {p.guess!r} is not one of the labels {labels}")
+        self.last: dict[str, dict] = {}  # id -> its last answer
+        self.history: list[str] = []  # ids in the order of their last answer (not undone)
+        self.leases: dict[str, tuple[str, float]] = {}  # id -> (tab, since)
+        self.lock = threading.Lock()
+        self.repaired = self._replay_log()
+
+    # -- the log --------------------------------------------------------------------------------------------
+    def _replay_log(self) -> int:
+        """Read an existing log of this job; a half-written last line (a kill during a write) is cut off.
+        Returns how many bytes were cut."""
+        if not self.log_path.exists():
+            return 0
+        data = self.log_path.read_bytes()
+        cut = len(data) - (data.rfind(b"\n") + 1)
+        if cut:
+            with self.log_path.open("r+b") as fh:
+                fh.truncate(len(data) - cut)
+                os.fsync(fh.fileno())
+        for n, line in enumerate(data[: len(data) - cut].decode("utf-8").splitlines(), 1):
+            record, error = parse_json_line(line)
+            if error or not all(k in record for k in LOG_KEYS):
+                raise DataError(f"{self.log_path}:{n}: not a label log line ({error or 'needs ' + ', '.join(LOG_KEYS)})")
+            pick = self.by_id.get(str(record["id"]))
+            if pick is None or pick.text != record["text"]:
+                raise DataError(f"{self.log_path}:{n}: id {record['id']!r} is not a text of these picks: the labels "
+                                "file belongs to another job; give another --output")
+            self._remember(record)
+        return cut
+
+    def _remember(self, record: dict) -> None:
+        pid = record["id"]
+        self.last[pid] = record
+        if pid in self.history:
+            self.history.remove(pid)
+        if record["answer"] != "undo":
+            self.history.append(pid)
+
+    def _append(self, record: dict) -> None:
+        with self.log_path.open("a", encoding="utf-8") as fh:
+            fh.write(_json_line(record))
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._remember(record)
+
+    # -- what the page asks ---------------------------------------------------------------------------------
+    def labelled(self, pid: str) -> bool:
+        return pid in self.last and self.last[pid]["answer"] not in UNLABELLED
+
+    def done(self) -> int:
+        return sum(1 for p in self.picks if p.id in self.last and self.last[p.id]["answer"] != "undo")
+
+    def next_for(self, tab: str) -> Pick | None:
+        """The first text with no answer that no other tab holds; it is held for `tab` until answered."""
+        with self.lock:
+            now = time.monotonic()
+            for pid, (holder, since) in list(self.leases.items()):
+                if holder == tab or now - since > LEASE_SECONDS:
+                    del self.leases[pid]
+            for p in self.picks:
+                if (p.id not in self.last or self.last[p.id]["answer"] == "undo") and p.id not in self.leases:
+                    self.leases[p.id] = (tab, now)
+                    return p
+            return None
+
+    def answer(self, tab: str, pid: str, answer: str, label: str | None = None) -> dict:
+        """Record an answer for `pid` (a new one, or an edit of an earlier one) and return the logged line."""
+        pick = self.by_id.get(pid)
+        if pick is None:
+            raise DataError(f"no text with id {pid!r} in this job")
+        if answer not in ANSWERS or answer == "undo":
+            raise DataError(f"answer must be one of label, accept, reject, skip; got {answer!r}")
+        if answer in ("accept", "reject"):
+            if pick.guess is None:
+                raise DataError(f"text {pid!r} has no model guess to {answer}")
+            if answer == "reject" and len(self.labels) != 2:
+                raise DataError("reject needs exactly two labels (it means the other one); choose a label instead")
+            label = pick.guess if answer == "accept" else next(lab for lab in self.labels if lab != pick.guess)
+        elif answer == "skip":
+            label = None
+        elif label not in self.labels:
+            raise DataError(f"label {label!r} is not one of {self.labels}")
+        with self.lock:
+            holder = self.leases.get(pid)
+            if holder and holder[0] != tab:
+                raise DataError(f"text {pid!r} is being labelled in another tab")
+            record = {"id": pid, "text": pick.text, "label": label, "answer": answer, "guess": pick.guess,
+                      "confidence": pick.confidence, "model_version": self.model_version,
+                      "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "input": pick.record}
+            self._append(record)
+            self.leases.pop(pid, None)
+            return record
+
+    def undo(self, tab: str) -> Pick | None:
+        """Take back the most recent answer: a correction line is appended and the text comes back to `tab`."""
+        with self.lock:
+            if not self.history:
+                return None
+            pid = self.history[-1]
+            pick = self.by_id[pid]
+            self._append({"id": pid, "text": pick.text, "label": None, "answer": "undo", "guess": pick.guess,
+                          "confidence": pick.confidence, "model_version": self.model_version,
+                          "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "input": pick.record})
+            for held, (holder, _) in list(self.leases.items()):
+                if holder == tab:
+                    del self.leases[held]
+            self.leases[pid] = (tab, time.monotonic())
+            return pick
+
+    def recent(self, n: int = 10) -> list[dict]:
+        """The last `n` answers, newest first, as the page lists them."""
+        return [{"id": pid, "text": self.by_id[pid].text[:80], "label": self.last[pid]["label"],
+                 "answer": self.last[pid]["answer"]} for pid in reversed(self.history[-n:])]
+
+
+def _json_line(record: dict) -> str:
+    import json
+
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def is_label_log(path: Path) -> bool:
+    """Whether `path` is a label log of `senti label` (its first line has the log's keys)."""
+    path = Path(path)
+    if path.suffix.lower() != ".jsonl" or not path.is_file():
+        return False
+    with path.open("rb") as fh:
+        record, error = parse_json_line(fh.readline().decode("utf-8", errors="replace"))
+    return error is None and all(k in record for k in LOG_KEYS) and "answer" in record
+
+
+def resolve_log(path: Path) -> tuple[list[tuple[str, str, str]], dict]:
+    """(text, label, where) of each id's last answer, skipped and undone ones left out, plus counts."""
+    last: dict[str, tuple[dict, int]] = {}
+    lines = 0
+    with Path(path).open(encoding="utf-8", errors="surrogateescape") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            if not line.endswith("\n"):  # a half-written last line: the answer in flight when the server died
+                break
+            lines += 1
+            record, error = parse_json_line(line)
+            if error or not all(k in record for k in LOG_KEYS):
+                raise DataError(f"{path}:{n}: not a label log line ({error or 'needs ' + ', '.join(LOG_KEYS)})")
+            last[str(record["id"])] = (record, n)
+    rows = [(r["text"], str(r["label"]), f"{path}:{n}") for r, n in last.values() if r["answer"] not in UNLABELLED]
+    return rows, {"lines": lines, "texts": len(last), "labelled": len(rows),
+                  "skipped": sum(r["answer"] == "skip" for r, _ in last.values()),
+                  "undone": sum(r["answer"] == "undo" for r, _ in last.values())}
+
+
+def labelled_texts(path: Path) -> set[str]:
+    """Texts (stripped) with a final label in a label log, for `senti select --exclude-labelled`."""
+    return {text.strip() for text, _, _ in resolve_log(path)[0]}
+
+
+def open_job(picks_path: Path, log_path: Path, model: Path | None = None, labels: str | None = None,
+             text_column: str | None = None, trust_pickle: bool = False) -> LabelJob:
+    """A labelling job from the CLI's options, checked before any page is served."""
+    log_path = Path(log_path)
+    if log_path.suffix.lower() != ".jsonl":
+        raise DataError(f"--output {log_path}: the labels are a .jsonl file")
+    if log_path.is_dir() or not log_path.parent.is_dir():
+        raise DataError(f"--output {log_path}: {'is a folder' if log_path.is_dir() else 'its folder does not exist'}")
+    if log_path.resolve() == Path(picks_path).resolve():
+        raise DataError(f"--output {log_path} is the --input file; the labels go to a file of their own")
+    picks = read_picks(picks_path, text_column)
+    names = [n.strip() for n in labels.split(",")] if labels else None
+    version = None
+    if model is not None:
+        from senti.toolkit.selection import model_probabilities
+
+        missing = [p for p in picks if p.guess is None]
+        probs, model_labels = model_probabilities(model, [p.text for p in missing] or [picks[0].text],
+                                                  trust_pickle=trust_pickle)
+        for p, row in zip(missing, probs):
+            p.guess, p.confidence = model_labels[int(row.argmax())], float(row.max())
+        if names and set(names) - set(model_labels):
+            raise DataError(f"--labels {labels}: {', '.join(sorted(set(names) - set(model_labels)))} not among the "
+                            f"model's labels {model_labels}")
+        names = names or model_labels
+        version = _model_version(Path(model))
+    if not names:
+        raise DataError("say the label names: --labels a,b or --model EXPORT_OR_CHECKPOINT")
+    return LabelJob(picks, names, log_path, version)
+
+
+def _model_version(model: Path) -> str:
+    from senti.core import layout
+
+    if (model / layout.EXPORT_META).is_file():
+        from senti.serving.predictor import export_version
+
+        return export_version(model)
+    return f"checkpoint {model.resolve().name}"
