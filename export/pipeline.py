@@ -243,7 +243,9 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
             triton=str(triton.relative_to(staging)) if triton else None,
             versions=_versions(),
             seconds=time.perf_counter() - started,
-            parity_sample={"texts": texts[: len(reference["batch_1"])], "logits": reference["batch_1"].tolist()},
+            # the label names beside the answers: a later swap of names in export.json is caught on opening
+            parity_sample={"texts": texts[: len(reference["batch_1"])], "logits": reference["batch_1"].tolist(),
+                           "labels": labels},
             reference_stats=reference_stats,
         )
         record.write(staging)

@@ -18,7 +18,7 @@ from senti.core.errors import ArtifactError
 from senti.core.runtime import available_cores
 
 
-def ort_session(path: Path, threads: int | None = None, device: str = "cpu", allow_spinning: bool = True):
+def ort_session(path: Path | bytes, threads: int | None = None, device: str = "cpu", allow_spinning: bool = True):
     """An ONNX Runtime session with thread counts set for the machine (also what bench's ceiling times).
 
     `allow_spinning=False` stops the intra-op threads from busy-waiting for work between calls: measured
@@ -38,14 +38,16 @@ def ort_session(path: Path, threads: int | None = None, device: str = "cpu", all
         if "CUDAExecutionProvider" not in ort.get_available_providers():
             raise ArtifactError("device 'gpu' needs onnxruntime-gpu (pip install 'senti[gpu]')")
         providers.insert(0, "CUDAExecutionProvider")
-    return ort.InferenceSession(str(path), options, providers=providers)
+    return ort.InferenceSession(path if isinstance(path, bytes) else str(path), options, providers=providers)
 
 
 class OnnxBackend:
     """An ONNX Runtime session over one exported graph."""
 
-    def __init__(self, path: Path, threads: int | None = None, device: str = "cpu", allow_spinning: bool = True):
-        self.session = ort_session(path, threads, device, allow_spinning)
+    def __init__(self, path: Path, threads: int | None = None, device: str = "cpu", allow_spinning: bool = True,
+                 model: bytes | None = None):
+        # `model`: the file's bytes as already read (and hashed into the version) by the caller
+        self.session = ort_session(path if model is None else model, threads, device, allow_spinning)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_name = self.session.get_outputs()[0].name
         self.name = f"onnxruntime ({Path(path).name})"
@@ -81,7 +83,8 @@ def paddle_predictor(folder: Path, threads: int | None = None, device: str = "cp
 class PaddleBackend:
     """A Paddle Inference predictor (oneDNN on CPU by default)."""
 
-    def __init__(self, folder: Path, threads: int | None = None, device: str = "cpu", onednn: bool = True):
+    def __init__(self, folder: Path, threads: int | None = None, device: str = "cpu", onednn: bool = True,
+                 model: None = None):
         self.predictor = paddle_predictor(folder, threads, device, onednn)
         self.input_names = self.predictor.get_input_names()
         self.output_name = self.predictor.get_output_names()[0]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from senti.core.artifacts import ExportMeta, read_export_meta
+from senti.core.artifacts import ExportMeta
 from senti.core.batching import logits_in_order
 from senti.core.errors import ArtifactError, SentiError
 from senti.core.runtime import configure_runtime
@@ -66,16 +66,6 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum(axis=1, keepdims=True)
 
 
-def export_version(export_dir: Path) -> str:
-    """The model's version as answers carry it: a hash of the export's metadata, which names every file and
-    its parity figures, so two different exports never share one."""
-    import hashlib
-
-    from senti.core import layout
-
-    return hashlib.sha256((Path(export_dir) / layout.EXPORT_META).read_bytes()).hexdigest()[:12]
-
-
 def choose_backend(meta: ExportMeta, device: str) -> str:
     """`auto`: on CPU the INT8 model when export marked it fit, else the optimized graph; on GPU fp16 if fit."""
     from senti.serving.backends import auto_order
@@ -91,19 +81,20 @@ class Predictor:
     """Tokenize, batch by length, run the backend, and return one `Prediction` per text in input order."""
 
     def __init__(self, export_dir: Path, meta: ExportMeta, backend, backend_name: str, long_text: str, stride: int,
-                 call_cost_tokens: int | None = None, max_windows: int = MAX_WINDOWS_PER_TEXT):
+                 call_cost_tokens: int | None = None, max_windows: int = MAX_WINDOWS_PER_TEXT, *,
+                 tokenizer: FastTokenizer, version: str):
         self.export_dir = Path(export_dir)
         self.meta = meta
         self.labels: list[str] = meta.labels
         self.max_seq_len: int = meta.max_seq_len
         self.backend = backend
         self.backend_name = backend_name
-        self.tokenizer = FastTokenizer.from_export(export_dir, meta.tokenizer)
+        self.tokenizer = tokenizer
         self.long_text = long_text
         self.stride = stride
         self.call_cost_tokens = call_cost_tokens
         self.max_windows = max_windows
-        self.version = export_version(export_dir)
+        self.version = version  # a hash of the bytes loaded: export.json, vocabulary, model
 
     @classmethod
     def load(cls, export_dir, backend: str = "auto", device: str = "cpu", threads: int | None = None,
@@ -115,17 +106,34 @@ class Predictor:
         `stride` tokens after the last; default half a window) and averages their logits; a text that
         would need more than `max_windows` windows is refused (`InvalidText`). `ort_spinning=False` keeps
         ONNX Runtime's threads from busy-waiting between calls (for servers sharing cores with other work).
+        The folder is checked as `senti.serving.export_folder` says, the same at every door.
         """
         configure_runtime(threads)  # before the runtime (and paddle, if used) start their thread pools
-        from senti.serving.backends import open_backend
+        from senti.serving import export_folder
+        from senti.serving.backends import BACKENDS, FORMATS, open_backend
 
         if long_text not in LONG_TEXT_MODES:
             raise SentiError(f"long_text must be one of {', '.join(LONG_TEXT_MODES)}; got '{long_text}'")
-        meta = read_export_meta(export_dir)
+        meta, meta_raw = export_folder.read_meta(export_dir)
+        vocab_text, vocab_raw = export_folder.read_vocab_text(export_dir, meta)
+        try:
+            tokenizer = FastTokenizer.from_export(export_dir, meta.tokenizer, vocab_text)
+        except (ValueError, TypeError, KeyError) as err:
+            raise ArtifactError(f"{Path(export_dir) / meta.tokenizer['vocab_file']}: {err}") from None
         name = choose_backend(meta, device) if backend == "auto" else backend
+        if name not in FORMATS:
+            raise ArtifactError(f"unknown backend '{name}'; choose one of {', '.join(BACKENDS)}")
+        model, model_digest = export_folder.model_bytes(export_dir, FORMATS[name])
         if name != "paddle":
             backend_options.setdefault("allow_spinning", ort_spinning)
-        runner = open_backend(Path(export_dir), name, threads=threads, device=device, **backend_options)
+        try:
+            runner = open_backend(Path(export_dir), name, threads=threads, device=device, model=model,
+                                  **backend_options)
+        except SentiError:
+            raise
+        except Exception as err:  # a truncated or foreign model file: the runtime's own words, on one line
+            raise ArtifactError(f"{Path(export_dir) / FORMATS[name].path}: {name} cannot load it "
+                                f"({type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]})") from None
         window = text_budget(meta.max_seq_len)
         stride = stride or max(1, window // 2)
         if not 1 <= stride <= window:
@@ -135,7 +143,10 @@ class Predictor:
         # On CPU a call costs little beyond its padded tokens, so mixed-length batches are cut (see
         # serving.batching); a GPU wants the big batch whatever its padding.
         call_cost = CPU_CALL_COST_TOKENS if device == "cpu" else None
-        return cls(export_dir, meta, runner, name, long_text, stride, call_cost, max_windows)
+        predictor = cls(export_dir, meta, runner, name, long_text, stride, call_cost, max_windows, tokenizer=tokenizer,
+                        version=export_folder.version_of(meta_raw, vocab_raw, model_digest))
+        export_folder.check_model(predictor)
+        return predictor
 
     def _window_count(self, tokens: int) -> int:
         window = text_budget(self.max_seq_len)

@@ -20,9 +20,13 @@ PADDLE_SYMBOLS = r"[\p{S}\x{00AD}\x{00B2}\x{00BA}\x{3007}\x{00B5}\x{00D8}\x{014B
 
 
 def read_vocab(path: Path) -> dict[str, int]:
+    return vocab_from_text(Path(path).read_text(encoding="utf-8"))
+
+
+def vocab_from_text(text: str) -> dict[str, int]:
     # One token per line, its id the line number; ErnieTokenizer strips only the line ending.
     vocab = {}
-    for i, line in enumerate(Path(path).read_text(encoding="utf-8").split("\n")):
+    for i, line in enumerate(text.split("\n")):
         token = line.rstrip("\r")
         if token and token not in vocab:
             vocab[token] = i
@@ -32,14 +36,15 @@ def read_vocab(path: Path) -> dict[str, int]:
 class FastTokenizer:
     """Text to ERNIE input ids; `encode` returns untruncated ids without [CLS]/[SEP]."""
 
-    def __init__(self, vocab_file: Path, do_lower_case: bool = True, unk_token: str = "[UNK]",
-                 cls_token: str = "[CLS]", sep_token: str = "[SEP]", pad_token: str = "[PAD]"):
+    def __init__(self, vocab_file: Path | None, do_lower_case: bool = True, unk_token: str = "[UNK]",
+                 cls_token: str = "[CLS]", sep_token: str = "[SEP]", pad_token: str = "[PAD]",
+                 vocab: dict[str, int] | None = None):
         from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-        vocab = read_vocab(vocab_file)
+        vocab = read_vocab(vocab_file) if vocab is None else vocab
         for token in (unk_token, cls_token, sep_token, pad_token):
             if token not in vocab:
-                raise ValueError(f"{vocab_file}: special token {token} is missing")
+                raise ValueError(f"{vocab_file or 'the vocabulary'}: special token {token} is missing")
         self._tokenizer = Tokenizer(models.WordPiece(vocab, unk_token=unk_token, max_input_chars_per_word=100))
         self._tokenizer.normalizer = normalizers.BertNormalizer(
             clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=do_lower_case
@@ -55,10 +60,12 @@ class FastTokenizer:
         self.vocab_size = len(vocab)
 
     @classmethod
-    def from_export(cls, export_dir: Path, settings: dict) -> FastTokenizer:
-        return cls(Path(export_dir) / settings["vocab_file"], do_lower_case=settings["do_lower_case"],
-                   unk_token=settings["unk_token"], cls_token=settings["cls_token"],
-                   sep_token=settings["sep_token"], pad_token=settings["pad_token"])
+    def from_export(cls, export_dir: Path, settings: dict, vocab_text: str | None = None) -> FastTokenizer:
+        """The export's tokenizer; `vocab_text`: the vocabulary as already read (and checked) by the caller."""
+        vocab_file = Path(export_dir) / settings["vocab_file"]
+        return cls(vocab_file, do_lower_case=settings["do_lower_case"], unk_token=settings["unk_token"],
+                   cls_token=settings["cls_token"], sep_token=settings["sep_token"], pad_token=settings["pad_token"],
+                   vocab=None if vocab_text is None else vocab_from_text(vocab_text))
 
     def save_standalone(self, path: Path, max_seq_len: int) -> None:
         """A `tokenizer.json` that gives ErnieTokenizer's full input ids on its own ([CLS] text [SEP], cut to

