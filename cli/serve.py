@@ -56,7 +56,14 @@ def serve(
         api_key = os.environ.get(api_key_env)
         if not api_key:
             raise fail(f"--api-key-env {api_key_env}: that environment variable is not set")
-    per_worker = threads or max(1, available_cores() // workers)
+    cores = available_cores()
+    if workers > 2 * cores:  # each worker holds a model and its threads: 64 on 2 cores took 53 s and 6.8 GB
+        raise fail(f"--workers {workers}: this process may use {cores} cores; use at most {2 * cores} workers "
+                   "(one per core is the efficient layout)")
+    if workers > cores:
+        console.print(f"[yellow]--workers {workers} is more than the {cores} cores available: workers will "
+                      "compete for them[/yellow]")
+    per_worker = threads or max(1, cores // workers)
     options = dict(backend=backend.value, device=device, threads=per_worker, long_text=long_text.value,
                    max_windows=max_windows_per_text, ort_spinning=ort_spinning)
     with user_errors():

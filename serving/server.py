@@ -74,10 +74,11 @@ class ServerConfig:
                 raise SentiError(f"{name} must be at least 0; got {getattr(self, name)}")
 
 
-def create_app(predictor, config: ServerConfig, reload=None):
+def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int | None = None):
     """The ASGI app: POST /v1/predict, GET/HEAD /healthz, /readyz, GET /metrics, POST /v1/admin/reload, a page
     for people at / (its figures at /v1/status), and OpenAPI docs at /docs, all without internet.
-    `reload()` loads the export anew (a new `Predictor`); SIGHUP calls it too."""
+    `reload()` loads the export anew (a new `Predictor`); SIGHUP calls it too. `supervisor_pid`: this app is one
+    of several worker processes under that supervisor, whose SIGHUP is the only way to reload them all."""
     from fastapi import FastAPI, Header, HTTPException
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
@@ -263,7 +264,12 @@ def create_app(predictor, config: ServerConfig, reload=None):
                                              409: {"description": "the new export failed; the old model serves"}})
     async def admin_reload(authorization: str | None = Header(None), x_api_key: str | None = Header(None)):
         """Load the export folder anew, check it, and swap it in between batches (as SIGHUP does)."""
+        if config.api_key is None:  # anyone on the port could reload in a loop and halve the throughput
+            fail(403, "admin_off", "the admin route needs an API key (senti serve --api-key-env NAME)")
         authorize(authorization, x_api_key)
+        if supervisor_pid is not None:  # one worker cannot reload the others: say so rather than split traffic
+            fail(409, "workers", f"this server runs several worker processes and this route reaches only one; "
+                                 f"send SIGHUP to the supervisor (kill -HUP {supervisor_pid}) to reload them all")
         record = await reload_model("admin")
         return JSONResponse(record, status_code=200 if record["ok"] else 409)
 
@@ -314,7 +320,7 @@ def app_from_environment():
     def load():
         return Predictor.load(spec["model"], **spec["load"])
 
-    asgi, _ = create_app(load(), ServerConfig(**spec["server"], api_key=api_key), load)
+    asgi, _ = create_app(load(), ServerConfig(**spec["server"], api_key=api_key), load, supervisor_pid=os.getppid())
     return asgi
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 
 import httpx
 import psutil
-from conftest import AUTH, PARITY, running_server
+from conftest import AUTH, PARITY, ROOT, running_server
 
 from senti.serving import Predictor
 
@@ -30,11 +33,31 @@ def test_two_workers_share_the_port_and_answer_alike(_exported):
     expected = {t: p.label for t, p in zip(texts, Predictor.load(out).predict(texts))}
     with running_server(out, "--workers", "2") as (base, proc):
         responses = _bounded_load(base, texts)
+        reload = httpx.post(f"{base}/v1/admin/reload", headers=AUTH)
         workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "python" in p.name().lower()]
     assert [r.status_code for r in responses] == [200] * 40
     got = [(r.request.content, r.json()["predictions"][0]["label"]) for r in responses]
     assert all(label == expected[json.loads(body)["texts"][0]] for body, label in got)
     assert len(workers) >= 2, workers  # one process per worker, each with its own model
+    assert reload.status_code == 409 and f"kill -HUP {proc.pid}" in reload.json()["detail"], reload.text
+
+
+def test_the_admin_route_is_off_without_a_key_and_workers_are_bounded_by_the_cores(_exported, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from senti.core.runtime import available_cores
+    from senti.serving.server import ServerConfig, create_app
+
+    out, _ = _exported
+    predictor = Predictor.load(out)
+    _, app = create_app(predictor, ServerConfig(), reload=lambda: Predictor.load(out))
+    refused = TestClient(app).post("/v1/admin/reload")  # no lifespan: the route refuses before any model work
+    assert refused.status_code == 403 and "needs an API key" in refused.json()["detail"]
+    too_many = 2 * available_cores() + 1
+    done = subprocess.run([sys.executable, "-m", "senti.cli", "serve", "--model", str(out), "--workers",
+                           str(too_many), "--port", "0"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2 and f"--workers {too_many}" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_ort_spinning_is_a_setting_and_off_by_default_when_serving(_exported):
