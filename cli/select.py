@@ -38,6 +38,11 @@ def select(
     with user_errors():
         result = select_file(model, input, output, budget, strategy.value, seed, text_column, trust_pickle,
                              exclude_labelled)
-    already = f", {result['excluded_labelled']} already labelled left out" if exclude_labelled else ""
-    console.print(f"{result['picked']} of {result['read']} texts ({result['distinct']} distinct{already}) picked by "
-                  f"{result['strategy']} -> {output}; label them with senti label --input {output}")
+    notes = [f"{result['excluded_labelled']} already labelled left out" if exclude_labelled else "",
+             f"{result['empty']} empty" if result["empty"] else "",
+             f"{result['unreadable']} unreadable skipped (lines {', '.join(map(str, result['unreadable_lines']))}"
+             f"{', ...' if result['unreadable'] > len(result['unreadable_lines']) else ''})"
+             if result["unreadable"] else ""]
+    notes = "; ".join(n for n in notes if n)
+    console.print(f"{result['picked']} of {result['read']} rows picked by {result['strategy']} -> {output}"
+                  f"{f' ({notes})' if notes else ''}; label them with senti label --input {output}")

@@ -36,7 +36,15 @@ def pick_id(record: dict, line: int) -> str:
     """A pick's identity: its `id` column, else the pool line `senti select` recorded, else its own line."""
     if record.get("id") not in (None, ""):
         return str(record["id"])
-    return f"line {record['line']}" if record.get("line") not in (None, "") else f"picks line {line}"
+    pool_line = _senti_column(record, "line")
+    return f"line {pool_line}" if pool_line not in (None, "") else f"picks line {line}"
+
+
+def _senti_column(record: dict, name: str):
+    """A column senti select wrote: under its name, or `senti_`-prefixed where the input had that name."""
+    while f"senti_{name}" in record:
+        name = f"senti_{name}"
+    return record.get(name)
 
 
 def read_picks(path: Path, text_column: str | None = None) -> list[Pick]:
@@ -48,12 +56,12 @@ def read_picks(path: Path, text_column: str | None = None) -> list[Pick]:
         if pid in seen:
             raise DataError(f"{path}:{row.line}: id {pid!r} again (first on line {seen[pid]}); ids must be unique")
         seen[pid] = row.line
-        confidence = record.get("confidence")
+        guess, confidence, reason = (_senti_column(record, name) for name in ("guess", "confidence", "reason"))
         try:
             confidence = None if confidence in (None, "") else float(confidence)
         except (TypeError, ValueError):
             raise DataError(f"{path}:{row.line}: confidence {confidence!r} is not a number") from None
-        picks.append(Pick(pid, row.text, record, record.get("guess") or None, confidence, record.get("reason")))
+        picks.append(Pick(pid, row.text, record, guess or None, confidence, reason))
     if not picks:
         raise DataError(f"{path}: no texts to label")
     return picks

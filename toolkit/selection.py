@@ -68,71 +68,178 @@ def pick(texts: list[str], probs: np.ndarray, labels: list[str], budget: int, st
 STRATEGIES = ("uncertainty", "diverse", "random")
 
 
-def model_probabilities(model: Path, texts: list[str], batch_size: int = 64, trust_pickle: bool = False):
-    """(probabilities, labels) from an export folder (its serving runtime) or a checkpoint (dynamic graph)."""
+def load_scorer(model: Path, trust_pickle: bool = False):
+    """(texts -> probabilities, labels) from an export folder (its serving runtime) or a checkpoint (dynamic
+    graph), loaded once."""
     from senti.core import layout
 
     if (Path(model) / layout.EXPORT_META).is_file():
         from senti.serving import Predictor
 
         predictor = Predictor.load(model)
-        logits = predictor.logits(texts, batch_size)[0]
-        labels = predictor.labels
-    else:
-        from senti.core.checkpoint import load_checkpoint
-        from senti.toolkit.batching import encode_texts
-        from senti.toolkit.evaluate import predict_logits
+        return (lambda texts: softmax(predictor.logits(texts, 64)[0])), predictor.labels
+    from senti.core.checkpoint import load_checkpoint
+    from senti.toolkit.batching import encode_texts
+    from senti.toolkit.evaluate import predict_logits
 
-        net, tokenizer, meta = load_checkpoint(Path(model), trust_pickle)
-        logits = predict_logits(net, encode_texts(tokenizer, texts, meta.max_seq_len)[0], batch_size)
-        labels = meta.labels
-    return softmax(logits), labels
+    net, tokenizer, meta = load_checkpoint(Path(model), trust_pickle)
+    return (lambda texts: softmax(predict_logits(net, encode_texts(tokenizer, texts, meta.max_seq_len)[0], 64))), \
+        meta.labels
+
+
+def model_probabilities(model: Path, texts: list[str], batch_size: int = 64, trust_pickle: bool = False):
+    """(probabilities, labels) of `texts`."""
+    score, labels = load_scorer(model, trust_pickle)
+    return score(texts), labels
+
+
+CHUNK = 2048  # texts scored per call: memory stays flat however long the pool
+SENTI_COLUMNS = ("line", "guess", "confidence", "score", "reason")
+
+
+def check_output(dst: Path, src: Path | None = None, suffixes=OUTPUT_SUFFIXES, flag: str = "--output") -> Path:
+    """Refuse an output that cannot be written, before any model loads or any text is scored."""
+    dst = Path(dst)
+    if dst.is_dir():
+        raise DataError(f"{flag} {dst} is a folder; name a file")
+    if dst.suffix.lower() not in suffixes:
+        why = " (a .txt file cannot hold the scores)" if dst.suffix.lower() == ".txt" else ""
+        raise DataError(f"{flag} {dst}: use {', '.join(suffixes)}{why}")
+    if not dst.parent.is_dir():
+        raise DataError(f"{flag} {dst}: the folder {dst.parent} does not exist")
+    if src is not None and dst.exists() and dst.resolve() == Path(src).resolve():
+        raise DataError(f"{flag} {dst} is the input file; it would be replaced by the picks")
+    return dst
+
+
+class _Pool:
+    """The candidates a strategy can still pick, bounded: the `size` least sure distinct texts (or, for `random`,
+    a seeded reservoir sample of rows), each with its row and probabilities."""
+
+    def __init__(self, size: int, strategy: str, seed: int):
+        import heapq
+
+        self.heapq, self.size, self.strategy = heapq, size, strategy
+        self.rng = random.Random(seed)
+        self.heap: list = []  # uncertainty/diverse: (-margin, -order, text); random: a reservoir list
+        self.kept: dict[str, tuple] = {}  # text -> (order, row, probs)
+        self.seen = 0
+
+    def add(self, order: int, row, probs: np.ndarray) -> None:
+        text = row.text.strip()
+        if text in self.kept:  # a later duplicate: the first occurrence is the one that can be picked
+            return
+        self.seen += 1
+        if self.strategy == "random":  # reservoir sampling (Algorithm R) over the rows seen
+            if len(self.heap) < self.size:
+                self.heap.append(text)
+            else:
+                slot = self.rng.randrange(self.seen)
+                if slot >= self.size:
+                    return
+                del self.kept[self.heap[slot]]
+                self.heap[slot] = text
+            self.kept[text] = (order, row, probs)
+            return
+        margin = float(_margin(probs[None])[0])
+        entry = (-margin, -order, text)
+        if len(self.heap) < self.size:
+            self.heapq.heappush(self.heap, entry)
+        elif entry > self.heap[0]:  # less sure than the surest kept: it takes that one's place
+            _, _, dropped = self.heapq.heapreplace(self.heap, entry)
+            del self.kept[dropped]
+        else:
+            return
+        self.kept[text] = (order, row, probs)
+
+    def candidates(self):
+        return sorted(self.kept.values(), key=lambda kept: kept[0])
 
 
 def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = "uncertainty", seed: int = 0,
                 text_column: str | None = None, trust_pickle: bool = False, exclude: Path | None = None) -> dict:
-    """Write the `budget` texts of `src` most worth labelling to `dst` (input columns, then the pool's line, the
-    model's guess and its confidence, the margin score and the reason). `exclude`: a label log of `senti label`
-    whose labelled texts are not picked again."""
+    """Write the `budget` texts of `src` most worth labelling to `dst`: every input column, then senti's (the
+    pool's line, the model's guess and its confidence, the margin score and the reason; a name the input already
+    uses gets a `senti_` prefix). `exclude`: a label log of `senti label` whose labelled texts are not picked
+    again. The pool is read and scored in chunks and only a bounded set of candidates is kept."""
     if strategy not in STRATEGIES:
         raise DataError(f"unknown strategy '{strategy}'; choose one of {', '.join(STRATEGIES)}")
     if budget < 1:
         raise DataError(f"budget must be at least 1; got {budget}")
-    dst = Path(dst)
-    if dst.suffix.lower() not in OUTPUT_SUFFIXES:
-        raise DataError(f"--output {dst}: use {', '.join(OUTPUT_SUFFIXES)} (a .txt file cannot hold the scores)")
-    rows = [r for r in read_rows(Path(src), text_column) if r.error is None and r.text and r.text.strip()]
+    dst = check_output(dst, src)
+    next(iter(read_rows(Path(src), text_column)), None)  # an unreadable file or header fails before the model loads
     done = set()
     if exclude is not None:
         from senti.toolkit.labeling import labelled_texts
 
         done = labelled_texts(exclude)
-    excluded = sum(r.text.strip() in done for r in rows)
-    rows = [r for r in rows if r.text.strip() not in done]
-    if not rows:
-        raise DataError(f"{src}: no texts to choose from" + (f" ({excluded} already labelled)" if excluded else ""))
-    probs, labels = model_probabilities(model, [r.text for r in rows], trust_pickle=trust_pickle)
+    score, labels = load_scorer(model, trust_pickle)
+    pool = _Pool(max(20 * budget, 1000), strategy, seed)
+    counts = {"read": 0, "unreadable": 0, "empty": 0, "excluded_labelled": 0}
+    bad_lines: list[int] = []
+    chunk: list = []
+
+    def flush():
+        if chunk:
+            for (order, row), probs in zip(chunk, score([r.text for _, r in chunk])):
+                pool.add(order, row, probs)
+            chunk.clear()
+
+    for row in read_rows(Path(src), text_column):
+        counts["read"] += 1
+        if row.error is not None and row.error != "empty line":
+            counts["unreadable"] += 1
+            if len(bad_lines) < 10:
+                bad_lines.append(row.line)
+        elif row.error is not None or not row.text or not row.text.strip():
+            counts["empty"] += 1
+        elif row.text.strip() in done:
+            counts["excluded_labelled"] += 1
+        else:
+            chunk.append((counts["read"], row))
+            if len(chunk) >= CHUNK:
+                flush()
+    flush()
+    candidates = pool.candidates()
+    if not candidates:
+        raise DataError(f"{src}: no texts to choose from" + (
+            f" ({counts['excluded_labelled']} already labelled)" if counts["excluded_labelled"] else ""))
+    rows = [row for _, row, _ in candidates]
+    probs = np.stack([p for _, _, p in candidates])
     picked = pick([r.text for r in rows], probs, labels, budget, strategy, seed)
-    _write(dst, [(rows[i], labels[int(probs[i].argmax())], float(probs[i].max()), score, reason)
-                 for i, score, reason in picked])
-    return {"read": len(rows) + excluded, "excluded_labelled": excluded, "distinct": len({r.text.strip() for r in rows}),
-            "picked": len(picked), "strategy": strategy, "output": str(dst)}
+    _write(dst, [(rows[i], labels[int(probs[i].argmax())], float(probs[i].max()), margin, reason)
+                 for i, margin, reason in picked])
+    return {**counts, "unreadable_lines": bad_lines, "candidates_kept": len(candidates), "picked": len(picked),
+            "strategy": strategy, "output": str(dst)}
+
+
+def _senti_names(records) -> dict[str, str]:
+    """senti's column names, each prefixed with `senti_` (as often as needed) where the input already uses it."""
+    used = {k for record in records for k in record}
+    names = {}
+    for name in SENTI_COLUMNS:
+        out = name
+        while out in used:
+            out = f"senti_{out}"
+        names[name] = out
+    return names
 
 
 def _write(dst: Path, picked) -> None:
     tmp = dst.with_name(f".{dst.name}.partial")
-    columns = list(dict.fromkeys(k for row, *_ in picked for k in (row.record or {"text": row.text})))
+    records = [row.record or {"text": row.text} for row, *_ in picked]
+    columns = list(dict.fromkeys(k for record in records for k in record))
+    named = _senti_names(records)
     with tmp.open("w", encoding="utf-8", newline="") as fh:
         if dst.suffix.lower() == ".jsonl":
-            for row, guess, confidence, score, reason in picked:
-                fh.write(json.dumps({**(row.record or {"text": row.text}), "line": row.line, "guess": guess,
-                                     "confidence": confidence, "score": score, "reason": reason},
-                                    ensure_ascii=False) + "\n")
+            for record, (row, guess, confidence, score, reason) in zip(records, picked):
+                ours = {named["line"]: row.line, named["guess"]: guess, named["confidence"]: confidence,
+                        named["score"]: score, named["reason"]: reason}
+                fh.write(json.dumps({**record, **ours}, ensure_ascii=False) + "\n")
         else:
             writer = csv.writer(fh, delimiter="\t" if dst.suffix.lower() == ".tsv" else ",", lineterminator="\n")
-            writer.writerow([*columns, "line", "guess", "confidence", "score", "reason"])
-            for row, guess, confidence, score, reason in picked:
-                record = row.record or {"text": row.text}
+            writer.writerow([*columns, *(named[c] for c in SENTI_COLUMNS)])
+            for record, (row, guess, confidence, score, reason) in zip(records, picked):
                 writer.writerow([*(str(record.get(c, "")).replace("\t", " ") for c in columns), row.line, guess,
                                  f"{confidence:.6f}", f"{score:.6f}", reason])
     tmp.replace(dst)

@@ -72,6 +72,9 @@ def test_eval_scores_every_row_of_a_users_file_and_an_export_folder(_exported, _
         assert set(report["per_class_precision"]) == set(report["per_class_recall"]) == {"negative", "positive"}
         assert report["backend"] == ("onnx-int8-static" if model == out else "paddle dynamic graph")
         assert "precision" in result.output and report["backend"] in result.output
+    missing = runner.invoke(app, ["eval", "--model", str(out), "--dataset", str(mine), "--split", "all",
+                                  "--output", str(tmp_path / "nowhere" / "eval.json")])
+    assert missing.exit_code == 2 and "does not exist" in missing.output and "Traceback" not in missing.output
 
 
 def test_predict_reads_standard_input_and_streams_jsonl_to_standard_output(_exported):

@@ -164,3 +164,39 @@ def test_reload_swaps_models_under_load_without_losing_a_request(_exported, tiny
         assert ready["reload"]["error"]
         answer = httpx.post(f"{base}/v1/predict", json={"texts": ["非常好很满意"]}, headers=AUTH)
         assert answer.status_code == 200 and answer.json()["model_version"] == second["model_version"]
+
+
+def test_select_checks_its_output_first_keeps_every_column_and_counts_what_it_skips(_exported, tmp_path):
+    from senti.toolkit.selection import select_file
+
+    pool = tmp_path / "pool.jsonl"
+    rows = [{"id": i, "text": t, "score": f"user-{i}", "line": "mine", "reason": "theirs"}
+            for i, (_, t) in enumerate(synthetic_rows(50, seed=3))]
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    for k in range(0, 45, 3):  # 15 unreadable rows of 50
+        lines[k] = "{not json"
+    pool.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    before = pool.read_bytes()
+    nowhere = tmp_path / "no-model"  # the output is refused before any model is looked for
+    for dst, says in ((pool, "is the input file"), (tmp_path / "missing" / "p.jsonl", "does not exist"),
+                      (tmp_path, "is a folder"), (tmp_path / "dir.jsonl", "is a folder")):
+        (tmp_path / "dir.jsonl").mkdir(exist_ok=True)
+        with pytest.raises(SentiError, match=says):
+            select_file(nowhere, pool, dst, budget=5)
+    assert pool.read_bytes() == before
+
+    result = select_file(_exported[0], pool, tmp_path / "picks.jsonl", budget=5)
+    assert result["unreadable"] == 15 and result["unreadable_lines"] == [1, 4, 7, 10, 13, 16, 19, 22, 25, 28]
+    assert result["read"] == 50 and result["picked"] == 5
+    picks = [json.loads(x) for x in (tmp_path / "picks.jsonl").read_text(encoding="utf-8").splitlines()]
+    for p in picks:  # the user's columns untouched, senti's beside them under prefixed names
+        assert p["score"] == f"user-{p['id']}" and p["line"] == "mine" and p["reason"] == "theirs"
+        assert isinstance(p["senti_score"], float) and p["senti_reason"] and p["senti_line"] == p["id"] + 1
+    from senti.toolkit.labeling import read_picks
+
+    assert [p.reason for p in read_picks(tmp_path / "picks.jsonl")] == [p["senti_reason"] for p in picks]
+
+    big = tmp_path / "big.txt"  # a pool far larger than the budget keeps only a bounded set of candidates
+    big.write_text("".join(f"{t}{i}\n" for i, (_, t) in enumerate(synthetic_rows(6000, seed=4))), encoding="utf-8")
+    result = select_file(_exported[0], big, tmp_path / "few.tsv", budget=3)
+    assert result["read"] == 6000 and result["candidates_kept"] == 1000 and result["picked"] == 3
