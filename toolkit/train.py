@@ -16,7 +16,7 @@ from senti.core.runtime import configure_runtime
 from senti.toolkit.batching import encode_texts
 from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
 from senti.toolkit.config import TrainConfig
-from senti.toolkit.data import load_recipe
+from senti.toolkit.data import data_fingerprint, load_recipe
 from senti.toolkit.evaluate import classification_metrics, predict_logits
 from senti.toolkit.loop import fit, raise_if_interrupted
 from senti.toolkit.models import build_model, default_lr
@@ -94,9 +94,13 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     if world > 1:
         dist.init_parallel_env()
     recipe = SplitRecipe(dataset=config.dataset, seed=config.seed, text_column=config.text_column,
-                         label_column=config.label_column)
+                         label_column=config.label_column,
+                         fingerprint=data_fingerprint(config.dataset, config.text_column, config.label_column))
     splits = load_recipe(recipe)
     labels, replayed, lineage = continuation(config, splits)
+    if main_process:
+        for note in (lineage or {}).get("replay_notes", []):
+            say(note)
     train_rows = splits.train + replayed
     paddle.seed(config.seed)
     model, tokenizer, source = build_model(
@@ -198,7 +202,6 @@ def continuation(config: TrainConfig, splits) -> tuple[list[str], list, dict | N
     know is an error naming it) and records the parent; `--replay` mixes a seeded sample of old training rows
     (`replay_ratio` x the new training rows) in, against forgetting."""
     import hashlib
-    import random
 
     from senti.toolkit.models import is_checkpoint
 
@@ -215,23 +218,54 @@ def continuation(config: TrainConfig, splits) -> tuple[list[str], list, dict | N
     if new:
         raise SentiError(f"{config.dataset}: label(s) {', '.join(new)} are not among the checkpoint's labels "
                          f"({', '.join(labels)}); a model continued from a checkpoint keeps its label set")
-    replayed = []
+    replayed, notes = [], []
     if config.replay:
-        recipe = parent_meta.splits
-        # the parent's own data is cut as it was, so only its training rows come back (never its dev or test)
-        old = load_recipe(recipe) if recipe and recipe.dataset == config.replay else load_recipe(
-            SplitRecipe(dataset=config.replay, seed=config.seed))
-        unknown = sorted(set(old.labels) - set(labels))
-        if unknown:
-            raise SentiError(f"--replay {config.replay}: label(s) {', '.join(unknown)} are not among the "
-                             f"checkpoint's labels ({', '.join(labels)})")
-        want = min(len(old.train), round(config.replay_ratio * len(splits.train)))
-        replayed = random.Random(config.seed).sample(old.train, want)
+        replayed, notes = _replay_rows(config, parent_meta.splits, splits, labels)
     lineage = {"parent": str(parent.resolve()),
                "parent_version": hashlib.sha256((parent / layout.CHECKPOINT_META).read_bytes()).hexdigest()[:12],
                "parent_data": parent_meta.data, "dataset": config.dataset, "replay": config.replay,
-               "replay_ratio": config.replay_ratio if config.replay else None, "replayed_rows": len(replayed)}
+               "replay_ratio": config.replay_ratio if config.replay else None, "replayed_rows": len(replayed),
+               "replay_notes": notes}
     return labels, replayed, lineage
+
+
+def _replay_rows(config: TrainConfig, recipe, splits, labels) -> tuple[list, list[str]]:
+    """A seeded sample of the old data's training rows, and what the user should know about it. The parent's
+    data is recognised by its rows' fingerprint (whatever the path) and cut as it was; any other data has every
+    text of the parent's dev and test splits taken out, so no held-out row of the parent is trained on."""
+    import random
+
+    fingerprint = data_fingerprint(config.replay)
+    same = recipe is not None and (recipe.fingerprint == fingerprint if recipe.fingerprint else
+                                   Path(recipe.dataset).expanduser().resolve() == Path(config.replay).expanduser().resolve())
+    old = load_recipe(recipe) if same else load_recipe(SplitRecipe(dataset=config.replay, seed=config.seed))
+    unknown = sorted(set(old.labels) - set(labels))
+    if unknown:
+        raise SentiError(f"--replay {config.replay}: label(s) {', '.join(unknown)} are not among the "
+                         f"checkpoint's labels ({', '.join(labels)})")
+    notes, pool = [], old.train
+    if not same and recipe is not None:
+        try:
+            parent = load_recipe(recipe)
+        except SentiError:
+            parent = None
+            notes.append(f"--replay {config.replay}: the parent's data ({recipe.dataset}) cannot be read, so its "
+                         "dev and test rows cannot be kept out of the replay; replay the data it was trained on")
+        if parent is not None:
+            held = {e.text for e in parent.dev + parent.test}
+            pool = [e for e in old.train if e.text not in held]
+            if len(pool) < len(old.train):
+                notes.append(f"--replay {config.replay}: {len(old.train) - len(pool)} rows left out, they are in the "
+                             "parent's dev or test split")
+    if fingerprint == data_fingerprint(config.dataset, config.text_column, config.label_column):
+        notes.append(f"--replay {config.replay} is the new dataset itself: every replayed row is a second copy")
+    want = round(config.replay_ratio * len(splits.train))
+    if want == 0:
+        notes.append(f"--replay-ratio {config.replay_ratio:g} x {len(splits.train)} new training rows replays no row")
+    elif want > len(pool):
+        notes.append(f"--replay-ratio {config.replay_ratio:g} asks for {want} rows; the old training rows are "
+                     f"{len(pool)}, all replayed")
+    return random.Random(config.seed).sample(pool, min(want, len(pool))), notes
 
 
 def finish_run(out: Path, metrics: dict) -> None:

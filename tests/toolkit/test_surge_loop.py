@@ -8,6 +8,7 @@ import json
 import shutil
 import signal
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -24,6 +25,7 @@ from conftest import (
 )
 
 from senti.core import layout
+from senti.core.artifacts import SplitRecipe
 from senti.core.errors import SentiError
 
 
@@ -200,3 +202,36 @@ def test_select_checks_its_output_first_keeps_every_column_and_counts_what_it_sk
     big.write_text("".join(f"{t}{i}\n" for i, (_, t) in enumerate(synthetic_rows(6000, seed=4))), encoding="utf-8")
     result = select_file(_exported[0], big, tmp_path / "few.tsv", budget=3)
     assert result["read"] == 6000 and result["candidates_kept"] == 1000 and result["picked"] == 3
+
+
+def test_replay_finds_the_parents_data_by_content_and_never_replays_its_held_out_rows(tmp_path, monkeypatch):
+    from senti.toolkit.config import TrainConfig
+    from senti.toolkit.data import load_recipe, load_splits
+    from senti.toolkit.train import continuation
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    write_rows(tmp_path / "data" / "one.tsv", synthetic_rows(300, seed=61))
+    train_tiny(tmp_path / "parent", Path("data/one.tsv"), epochs=1, seed=3)
+    parent = json.loads((tmp_path / "parent" / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["data"]
+    held = {e.text for s in (load_recipe(SplitRecipe(**parent)),) for e in s.dev + s.test}
+    new_data = write_rows(tmp_path / "new.tsv", synthetic_rows(100, seed=62))
+    shutil.copy(tmp_path / "data" / "one.tsv", tmp_path / "copy.tsv")
+    write_rows(tmp_path / "other.tsv", synthetic_rows(300, seed=61)[:150] + synthetic_rows(100, seed=63))
+
+    def replay(data, ratio=1.0, dataset=new_data):
+        config = TrainConfig(model=str(tmp_path / "parent"), dataset=str(dataset), output_dir="unused", seed=9,
+                             replay=str(data), replay_ratio=ratio)
+        _, rows, lineage = continuation(config, load_splits(str(dataset), seed=9))
+        return rows, lineage["replay_notes"]
+
+    for spelling in ("./data/one.tsv", str(tmp_path / "data" / "one.tsv"), "copy.tsv"):  # same rows, any path
+        rows, notes = replay(spelling)
+        assert rows and not {e.text for e in rows} & held and notes == [], spelling
+    rows, notes = replay("other.tsv")  # other data holding some of the parent's rows: its held-out ones stay out
+    assert not {e.text for e in rows} & held and any("parent's dev or test split" in n for n in notes)
+    assert replay("copy.tsv", ratio=0.0001)[1] == [f"--replay-ratio 0.0001 x {len(load_splits(str(new_data), seed=9).train)}"
+                                                   " new training rows replays no row"]
+    rows, notes = replay("copy.tsv", ratio=100)
+    assert len(rows) == len(load_recipe(SplitRecipe(**parent)).train) and "all replayed" in notes[0]
+    assert any("the new dataset itself" in n for n in replay("new.tsv")[1])
