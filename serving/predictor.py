@@ -12,7 +12,7 @@ from senti.core.batching import logits_in_order
 from senti.core.errors import ArtifactError, SentiError
 from senti.core.runtime import configure_runtime
 from senti.core.sequence import text_budget
-from senti.serving.tokenizer import FastTokenizer
+from senti.serving.tokenizer import FastTokenizer, head_chars
 
 LONG_TEXT_MODES = ("truncate", "window")
 # With long_text="window", a text may take at most this many model inputs: one huge text must not hold
@@ -158,7 +158,17 @@ class Predictor:
         """Model inputs each text takes: 1 when cut, more when scored in windows (tokenizes in window mode)."""
         if self.long_text == "truncate":
             return [1] * len(texts)
-        return [self._window_count(len(ids)) for ids in self.tokenizer.encode_batch(list(texts))]
+        return [self._window_count(len(ids)) for ids in self._encode(texts)]
+
+    def _encode(self, texts) -> list[list[int]]:
+        """Ids of each text, read no further than the model can use: in truncate mode one window and a token
+        more (to know it was cut); in window mode the most windows a text may take and a token more (to know it
+        needs too many). A 1 MB text costs what a text of that length costs."""
+        return self.tokenizer.encode_batch(list(texts), need=self._need())
+
+    def _need(self) -> int:
+        window = text_budget(self.max_seq_len)
+        return window if self.long_text == "truncate" else window + self.stride * (self.max_windows - 1)
 
     def _pieces(self, ids: list[int]) -> list[list[int]]:
         window = text_budget(self.max_seq_len)
@@ -180,8 +190,10 @@ class Predictor:
         problems = {i: why for i, text in enumerate(texts) if (why := text_problem(text))}
         if problems:  # checked before any work, so the caller can drop just these and retry
             raise InvalidText(problems)
-        ids = self.tokenizer.encode_batch(list(texts))
-        over = {i: f"needs {n} windows; at most {self.max_windows} per text" for i, x in enumerate(ids)
+        ids = self._encode(texts)
+        whole = head_chars(self._need())  # texts up to this long were tokenized whole: their count is exact
+        over = {i: f"needs {n} windows; at most {self.max_windows} per text" if len(texts[i]) <= whole
+                else f"needs more than {self.max_windows} windows, the most per text" for i, x in enumerate(ids)
                 if (n := self._window_count(len(x))) > self.max_windows}
         if over:
             raise InvalidText(over)

@@ -15,6 +15,15 @@ from pathlib import Path
 
 from senti.core.sequence import text_budget
 
+# A head of this many characters per token needed (plus slack) is read first; each token takes at least one.
+HEAD_CHARS_PER_TOKEN, HEAD_SLACK_CHARS = 4, 64
+
+
+def head_chars(need: int) -> int:
+    """The characters first read of a text of which `need` tokens are wanted; shorter texts are read whole."""
+    return HEAD_CHARS_PER_TOKEN * need + HEAD_SLACK_CHARS
+
+
 # paddlenlp's _is_symbol: any Unicode symbol, plus these code points.
 PADDLE_SYMBOLS = r"[\p{S}\x{00AD}\x{00B2}\x{00BA}\x{3007}\x{00B5}\x{00D8}\x{014B}\x{01B1}]"
 
@@ -79,9 +88,36 @@ class FastTokenizer:
         standalone.enable_truncation(max_length=max_seq_len)
         standalone.save(str(path))
 
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        """Word-piece ids of each text, no special tokens, no truncation (Rust, parallel)."""
-        return [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+    def encode_batch(self, texts: list[str], need: int | None = None) -> list[list[int]]:
+        """Word-piece ids of each text, no special tokens (Rust, parallel). With `need`, a text longer than that
+        many tokens may come back cut after `need` + 1 or more exact tokens: only its head is read, so the
+        cost of a huge text is bounded by what the model can take, not by its size."""
+        if need is None:
+            return [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+        first = head_chars(need)
+        short = [i for i, t in enumerate(texts) if len(t) <= first]
+        out: list[list[int]] = [[] for _ in texts]
+        for i, e in zip(short, self._tokenizer.encode_batch([texts[i] for i in short], add_special_tokens=False)):
+            out[i] = e.ids
+        for i in set(range(len(texts))) - set(short):
+            out[i] = self._head_ids(texts[i], need, first)
+        return out
+
+    def _head_ids(self, text: str, need: int, limit: int) -> list[int]:
+        """More than `need` exact leading ids of a long text, tokenizing as short a head of it as will do."""
+        while limit < len(text):
+            enc = self._tokenizer.encode(text[:limit], add_special_tokens=False)
+            # The cut may fall inside the head's last word (whose word pieces then differ) or inside a special
+            # token written in the text ("[MASK]"): ids before both are the ids of the whole text.
+            last_word = enc.word_ids[-1] if enc.ids else None
+            cut_at = limit - HEAD_SLACK_CHARS
+            if last_word is not None:
+                cut_at = min(cut_at, next(s for (s, _), w in zip(enc.offsets, enc.word_ids) if w == last_word))
+            exact = [token for token, (_, end) in zip(enc.ids, enc.offsets) if end <= cut_at]
+            if len(exact) > need:
+                return exact
+            limit *= 4  # mostly spaces or one long word: read more
+        return self._tokenizer.encode(text, add_special_tokens=False).ids
 
     def encode_with_offsets(self, texts: list[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
         """(ids, character offsets into the text) of each text, no special tokens (for whole-word masking)."""

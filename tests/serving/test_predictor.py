@@ -251,3 +251,30 @@ def test_predict_cli_errors(_exported, tmp_path):
     result = runner.invoke(app, ["predict", "--model", str(tmp_path), "好"])
     assert result.exit_code == 2 and "not a senti export" in result.output
 
+
+
+def test_a_long_text_is_read_only_as_far_as_the_model_can_use_and_its_ids_stay_exact(_exported):
+    import time
+
+    predictor = Predictor.load(_exported[0], backend="onnx")
+    tokenizer = predictor.tokenizer
+    words = "internationalization wonderful 好评 [MASK] 差评！ café " * 40
+    texts = [words, "好" * 500, "a" * 300 + " 好", "x" * 150 + "[MASK]" + "好" * 200, "好" + " " * 3000 + "差",
+             "短文本", " ".join(t for _, t in PARITY[:30]), "[UNK]" * 100, "good" + "\u0301" * 400 + " bad"]
+    for need in (5, 10, 37):
+        whole = tokenizer.encode_batch(texts)
+        heads = tokenizer.encode_batch(texts, need=need)
+        for text, full, head in zip(texts, whole, heads):
+            if len(full) <= need:
+                assert head == full, text[:40]
+            else:  # more than `need` ids, each one the whole text's
+                assert len(head) > need and head == full[: len(head)], (need, text[:40])
+    # A megabyte of text costs what the model reads of it; answers are the same as for its head.
+    huge = "这家酒店服务很好，" * 120_000
+    started = time.perf_counter()
+    [big] = predictor.predict([huge])
+    assert time.perf_counter() - started < 0.5 and big.truncated
+    assert big.probabilities == predictor.predict([huge[:2000]])[0].probabilities
+    window = Predictor.load(_exported[0], backend="onnx", long_text="window", max_windows=3)
+    with pytest.raises(SentiError, match="needs more than 3 windows, the most per text"):
+        window.predict([huge])
