@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from enum import Enum
 from typing import Any
@@ -52,6 +53,16 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)  # "[scale]" is no markup
     return typer.Exit(code=code)
+
+
+def api_key_from(env_name: str | None) -> str | None:
+    """The API key in the environment variable the user named (a key on the command line shows in `ps`)."""
+    if not env_name:
+        return None
+    key = os.environ.get(env_name)
+    if not key:
+        raise fail(f"--api-key-env {env_name}: that environment variable is not set")
+    return key
 
 
 @contextmanager

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from senti.cli.common import TRUST_PICKLE_HELP, console, fail, quiet_warnings, user_errors
+from senti.cli.common import TRUST_PICKLE_HELP, api_key_from, console, quiet_warnings, user_errors
 
 app = typer.Typer()
 
@@ -32,11 +31,7 @@ def label(
 ):
     """Label texts one at a time in the browser: keys 1-9, a/x (accept/reject the guess), space, backspace."""
     quiet_warnings()
-    api_key = None
-    if api_key_env:
-        api_key = os.environ.get(api_key_env)
-        if not api_key:
-            raise fail(f"--api-key-env {api_key_env}: that environment variable is not set")
+    api_key = api_key_from(api_key_env)
     with user_errors():
         from senti.toolkit.labeling import open_job
 

@@ -54,7 +54,7 @@ def read_meta(export_dir: Path) -> tuple[ExportMeta, bytes]:
     if not path.is_file():
         raise ArtifactError(f"{export_dir}: not a senti export (no {ExportMeta.FILE}){ExportMeta.NOT_FOUND_HINT}")
     inside(export_dir, ExportMeta.FILE, "metadata")
-    raw = read_bounded(path, MAX_META_BYTES, "export.json")
+    raw = read_bounded(path, MAX_META_BYTES, "the export metadata")
     try:
         data = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -130,7 +130,7 @@ def check_model(predictor) -> None:
         raise ArtifactError(f"{where}: the model cannot read max_seq_len {width} tokens "
                             f"({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''})") from None
     if out.shape != (1, len(predictor.labels)):
-        raise ArtifactError(f"{where}: the model gives {out.shape[-1]} logits per text but export.json names "
+        raise ArtifactError(f"{where}: the model gives {out.shape[-1]} logits per text but the metadata names "
                             f"{len(predictor.labels)} labels {predictor.labels}")
     sample = predictor.meta.parity_sample
     expected = np.asarray(sample["logits"], dtype=np.float32)
@@ -143,4 +143,4 @@ def check_model(predictor) -> None:
     if (kind == "atol" and (worst > limit or agree < 1)) or (kind != "atol" and agree < 0.9):
         raise ArtifactError(f"{predictor.export_dir}: the model does not reproduce its recorded parity answers "
                             f"(max |logit diff| {worst:.2e}, label agreement {agree:.2f}); the vocabulary, the "
-                            "model or export.json was changed after export")
+                            "model or the metadata was changed after export")

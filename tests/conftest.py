@@ -149,26 +149,7 @@ def _free_port() -> int:
 
 @contextmanager
 def running_server(export_dir: Path, *extra: str):
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SENTI_TEST_KEY": KEY}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "senti.cli", "serve", "--model", str(export_dir), "--port", str(port),
-         "--backend", "onnx", "--threads", "2", "--api-key-env", "SENTI_TEST_KEY", *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(proc.stdout.read())
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        raise AssertionError("server did not become ready in 60 s")
+    proc, base = start_senti("serve", "--model", str(export_dir), "--backend", "onnx", "--threads", "2", *extra)
     try:
         yield base, proc
     finally:
@@ -180,6 +161,28 @@ def running_server(export_dir: Path, *extra: str):
                 proc.kill()
 
 
+
+
+def start_senti(command: str, *args: str, port: int | None = None, ready: str = "/readyz"):
+    """(process, base URL) of a senti command serving on 127.0.0.1 (the key through --api-key-env), once `ready`
+    answers 200; the process's output is the error when it exits first."""
+    port = port or _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SENTI_TEST_KEY": KEY}
+    proc = subprocess.Popen([sys.executable, "-m", "senti.cli", command, *args, "--port", str(port),
+                             "--api-key-env", "SENTI_TEST_KEY"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(proc.stdout.read())
+        try:
+            if httpx.get(f"{base}{ready}", headers=AUTH, timeout=1).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(f"senti {command} did not become ready in 60 s")
 
 
 # A real browser for the pages: Debian's chromium and chromium-driver (.ci/run installs them). Missing, the browser

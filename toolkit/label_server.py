@@ -52,9 +52,6 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
         return {"item": {"id": pick.id, "text": pick.text, "guess": pick.guess, "confidence": pick.confidence,
                          "reason": pick.reason, "position": job.picks.index(pick) + 1}, **progress}
 
-    def refused(err: SentiError):
-        raise HTTPException(409, str(err))
-
     @app.get("/")
     def index(request: Request):
         authorize(request)
@@ -71,23 +68,22 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
         authorize(request)
         return shown(job.next_for(body.tab))
 
-    @app.post("/api/answer")
-    def answer(body: AnswerRequest, request: Request):
+    def record(body: AnswerRequest, request: Request) -> None:
         authorize(request)
         try:
             job.answer(body.tab, body.id, body.answer, body.label)
         except SentiError as err:
-            refused(err)
+            raise HTTPException(409, str(err)) from None
+
+    @app.post("/api/answer")
+    def answer(body: AnswerRequest, request: Request):
+        record(body, request)
         return shown(job.next_for(body.tab))
 
     @app.post("/api/edit")
     def edit(body: AnswerRequest, request: Request):
         """Change an earlier answer (one of the last ten); the text the tab holds stays its own."""
-        authorize(request)
-        try:
-            job.answer(body.tab, body.id, body.answer, body.label)
-        except SentiError as err:
-            refused(err)
+        record(body, request)
         return {"done": job.done(), "total": len(job.picks), "recent": job.recent()}
 
     @app.post("/api/undo")

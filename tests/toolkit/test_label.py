@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import KEY, ROOT, _free_port, synthetic_rows, train_tiny, write_rows
+from conftest import KEY, _free_port, start_senti, synthetic_rows, train_tiny, write_rows
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -121,23 +119,10 @@ def label_server(tmp_path):
     port = _free_port()
 
     def start(picks: Path, log: Path) -> tuple[str, subprocess.Popen]:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "SENTI_TEST_KEY": KEY}
-        proc = subprocess.Popen([sys.executable, "-m", "senti.cli", "label", "--input", str(picks), "--output",
-                                 str(log), "--labels", "negative,positive", "--port", str(port),
-                                 "--api-key-env", "SENTI_TEST_KEY"],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc, base = start_senti("label", "--input", str(picks), "--output", str(log), "--labels",
+                                 "negative,positive", port=port, ready="/api/job")
         procs.append(proc)
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(proc.stdout.read())
-            try:
-                httpx.get(f"{base}/api/job", timeout=1)
-                return base, proc
-            except httpx.TransportError:
-                time.sleep(0.2)
-        raise AssertionError("senti label did not answer in 60 s")
+        return base, proc
 
     yield start
     for proc in procs:
