@@ -14,7 +14,6 @@ import hmac
 import json
 import logging
 import os
-import threading
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -25,8 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from senti.core.errors import SentiError
 from senti.serving.batcher import Batcher, QueueFull
 from senti.serving.console import add_pages
-from senti.serving.drift import CONFIDENCE_BUCKETS, DriftCounter
 from senti.serving.http_guard import HEADER_TIMEOUT_ENV, PREDICT_PATH, Guard, HeaderTimeoutProtocol
+from senti.serving.metrics import ServerMetrics
+from senti.serving.model_slot import ModelSlot
 from senti.serving.predictor import text_problem
 
 log = logging.getLogger("senti.serve")
@@ -82,78 +82,20 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
     from fastapi import FastAPI, Header, HTTPException
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
-    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+    from prometheus_client import CONTENT_TYPE_LATEST
 
-    registry = CollectorRegistry()
-    requests = Counter("senti_requests", "HTTP responses to /v1/predict by status", ["status"], registry=registry)
-    errors = Counter("senti_errors", "Failed /v1/predict requests by reason", ["reason"], registry=registry)
-    latency = Histogram("senti_request_latency_seconds", "Latency of /v1/predict", registry=registry,
-                        buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-    batch_sizes = Histogram("senti_batch_size", "Model inputs (texts, or windows of long texts) per model call",
-                            registry=registry, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
-    model_seconds = Histogram("senti_model_seconds", "Seconds per model call", registry=registry)
-    queue_depth = Gauge("senti_queue_depth", "Model inputs waiting or being scored", registry=registry)
-    texts_total = Counter("senti_texts", "Texts scored", registry=registry)
-    windows_total = Counter("senti_windows", "Model inputs scored (a text, or each of its windows)",
-                            registry=registry)
-    # Drift: when these move away from the dev figures in export.json, traffic no longer looks like training data.
-    confidence = Histogram("senti_confidence", "Top-class probability of each text scored", registry=registry,
-                           buckets=CONFIDENCE_BUCKETS)
-    predicted = Counter("senti_predicted", "Texts scored by predicted label", ["label"], registry=registry)
-    truncated_total = Counter("senti_truncated_texts", "Texts longer than max_seq_len", registry=registry)
-    tokens_total = Counter("senti_tokens", "Word pieces in the texts scored", registry=registry)
-    unknown_total = Counter("senti_unknown_tokens", "Word pieces outside the vocabulary ([UNK])", registry=registry)
-    current = {"predictor": predictor, "loaded_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    state = {"ready": False, "reload": None}
-    traffic, traffic_lock = DriftCounter(), threading.Lock()  # the page's drift figures since start-up
-
-    def on_batch(cost: int, seconds: float) -> None:
-        batch_sizes.observe(cost)
-        model_seconds.observe(seconds)
-        windows_total.inc(cost)
+    metrics = ServerMetrics()
+    slot = ModelSlot(predictor, reload)
+    state = {"ready": False}
 
     def score(texts):
-        model = current["predictor"]  # read once: a reload swaps models between batches, never inside one
+        model = slot.predictor  # read once: every text of this batch is scored by one model
         results = model.predict(texts, batch_size=config.max_batch_size)
-        texts_total.inc(len(texts))
-        with traffic_lock:
-            for p in results:
-                traffic.add(p)
-        for p in results:
-            confidence.observe(p.score)
-            predicted.labels(p.label).inc()
-            truncated_total.inc(p.truncated)
-            tokens_total.inc(p.tokens)
-            unknown_total.inc(p.unknown_tokens)
+        metrics.observe(results)
         return [(p, model) for p in results]
 
-    batcher = Batcher(score, config.max_batch_size, config.max_wait_ms, config.max_queue, on_batch)
-    queue_depth.set_function(lambda: batcher.pending)
-    reload_lock = asyncio.Lock()
-
-    async def reload_model(trigger: str) -> dict:
-        """Load the export beside the serving model, check it on its own recorded parity texts, then swap."""
-        async with reload_lock:
-            started = time.perf_counter()
-            record = {"trigger": trigger, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            try:
-                if reload is None:
-                    raise SentiError("this server was started without a way to reload its model")
-                # Predictor.load checks the new export as every door does (serving.export_folder)
-                fresh = await asyncio.get_running_loop().run_in_executor(None, reload)
-            except Exception as err:  # a broken export: the old model keeps serving
-                record.update(ok=False, error=f"{type(err).__name__}: {err}"[:500],
-                              serving=current["predictor"].version)
-                log.error("reload (%s) failed, still serving %s: %s", trigger, current["predictor"].version,
-                          record["error"])
-            else:
-                old = current["predictor"].version
-                current.update(predictor=fresh, loaded_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
-                record.update(ok=True, serving=fresh.version, previous=old,
-                              seconds=round(time.perf_counter() - started, 2))
-                log.warning("reload (%s): now serving %s (was %s)", trigger, fresh.version, old)
-            state["reload"] = record
-            return record
+    batcher = Batcher(score, config.max_batch_size, config.max_wait_ms, config.max_queue, metrics.on_batch)
+    metrics.queue_depth.set_function(lambda: batcher.pending)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -161,7 +103,7 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
 
         batcher.start()
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(reload_model("SIGHUP")))
+        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(slot.reload("SIGHUP")))
         state["ready"] = True
         yield
         loop.remove_signal_handler(signal.SIGHUP)
@@ -178,25 +120,23 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
                 fail(401, "unauthorized", "missing or wrong API key", {"WWW-Authenticate": challenge})
 
     def status() -> dict:
-        model = current["predictor"]
-        with traffic_lock:
-            figures = traffic.summary()
+        model = slot.predictor
         return {"model_version": model.version, "backend": model.backend_name, "labels": model.labels,
-                "max_seq_len": model.max_seq_len, "long_text": model.long_text, "loaded_at": current["loaded_at"],
-                "reload": state["reload"], "traffic": figures, "reference": model.meta.reference_stats}
+                "max_seq_len": model.max_seq_len, "long_text": model.long_text, "loaded_at": slot.loaded_at,
+                "reload": slot.last_reload, "traffic": metrics.traffic(), "reference": model.meta.reference_stats}
 
     # A browser asks for the key itself (Basic, any user name) and sends it with the page's own requests.
     add_pages(app, status, lambda request: authorize(request.headers.get("authorization"),
                                                      request.headers.get("x-api-key"), 'Basic realm="senti"'))
 
     def fail(status: int, reason: str, detail, headers=None):
-        errors.labels(reason).inc()
+        metrics.errors.labels(reason).inc()
         raise HTTPException(status, detail=detail, headers=headers)
 
     async def invalid(request: Request, exc: RequestValidationError):
         # FastAPI's default echoes each offending input, which fails on values JSON cannot hold
         # (Infinity parses but does not serialize) and repeats large bodies: keep where and why only.
-        errors.labels("invalid").inc()
+        metrics.errors.labels("invalid").inc()
         detail = [{"type": e.get("type"), "loc": list(e.get("loc", ())), "msg": e.get("msg")} for e in exc.errors()]
         return JSONResponse({"detail": detail}, status_code=422)
 
@@ -214,7 +154,7 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
                       x_api_key: str | None = Header(None)):
         started = time.perf_counter()
         authorize(authorization, x_api_key)
-        model = current["predictor"]
+        model = slot.predictor
         texts = body.texts
         if len(texts) > config.max_texts:
             fail(413, "too_many_texts", f"{len(texts)} texts; at most {config.max_texts} per request")
@@ -241,7 +181,7 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
             await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
             if not job.done():  # the client disconnected: drop its work from the queue
                 job.cancel()
-                errors.labels("client_gone").inc()
+                metrics.errors.labels("client_gone").inc()
                 return Response(status_code=499)
             gone.cancel()
             try:
@@ -252,7 +192,7 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
                 fail(503, "queue_full", "server busy: queue full", {"Retry-After": "1"})
             except Exception as err:
                 fail(500, "model", f"model call failed: {type(err).__name__}")
-        latency.observe(time.perf_counter() - started)
+        metrics.latency.observe(time.perf_counter() - started)
         # Encoded here, once: FastAPI would validate the response against PredictResponse and re-encode every
         # probability through jsonable_encoder, a per-request cost next to a small model's (the schema stays
         # in the OpenAPI docs through response_model).
@@ -270,7 +210,7 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
         if supervisor_pid is not None:  # one worker cannot reload the others: say so rather than split traffic
             fail(409, "workers", f"this server runs several worker processes and this route reaches only one; "
                                  f"send SIGHUP to the supervisor (kill -HUP {supervisor_pid}) to reload them all")
-        record = await reload_model("admin")
+        record = await slot.reload("admin")
         return JSONResponse(record, status_code=200 if record["ok"] else 409)
 
     @app.api_route("/healthz", methods=["GET", "HEAD"])
@@ -280,16 +220,17 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
     @app.api_route("/readyz", methods=["GET", "HEAD"])
     async def readyz():
         if state["ready"] and batcher.running:
-            model = current["predictor"]
+            model = slot.predictor
             return {"status": "ready", "backend": model.backend_name, "model_version": model.version,
-                    "reload": state["reload"]}
+                    "reload": slot.last_reload}
         return JSONResponse({"status": "not ready"}, status_code=503)
 
     @app.get("/metrics")
-    async def metrics():
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    async def prometheus_metrics():
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
-    guarded = Guard(app, config.max_body_bytes, config.body_timeout_s, lambda status: requests.labels(str(status)).inc())
+    guarded = Guard(app, config.max_body_bytes, config.body_timeout_s,
+                    lambda status: metrics.requests.labels(str(status)).inc())
     return guarded, app
 
 
