@@ -14,6 +14,7 @@ import hmac
 import json
 import logging
 import os
+import signal
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -261,7 +262,14 @@ def app_from_environment():
     def load():
         return Predictor.load(spec["model"], **spec["load"])
 
-    asgi, _ = create_app(load(), ServerConfig(**spec["server"], api_key=api_key), load, supervisor_pid=os.getppid())
+    predictor = load()
+    # uvicorn set its SIGTERM/SIGINT handlers (finish the requests in flight, then stop) before it called this
+    # factory; Paddle installs its own at the C level when it loads, which kills the worker mid-request. Putting
+    # Python's handlers back in place at the C level restores uvicorn's.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.getsignal(sig))
+    asgi, _ = create_app(predictor, ServerConfig(**spec["server"], api_key=api_key), load,
+                         supervisor_pid=os.getppid())
     return asgi
 
 

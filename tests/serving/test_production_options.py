@@ -79,3 +79,27 @@ def test_ray_calls_are_large_but_spread_over_the_actors():
     assert rows_per_actor_call(1_000, 2, 32) == 96  # small ones: at least 4 calls per actor
     assert rows_per_actor_call(10, 1, 32) == 32  # never less than one model batch
     assert rows_per_actor_call(50_000, 2, 32) % 32 == 0
+
+
+def test_sigterm_lets_paddle_workers_finish_the_requests_in_flight(_exported):
+    """Paddle installs its own SIGTERM handler when it loads, after uvicorn's in a worker process: the worker then
+    died mid-request. Every request sent before SIGTERM must be answered."""
+    import signal
+    import time
+
+    out, _ = _exported
+    texts = [t for _, t in PARITY[:8]]
+    with running_server(out, "--workers", "2", "--backend", "paddle", "--threads", "1", "--max-wait-ms", "50") \
+            as (base, proc):
+        async def main():
+            async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=60) as http:
+                jobs = [asyncio.create_task(http.post("/v1/predict", json={"texts": texts * 6})) for _ in range(40)]
+                await asyncio.sleep(0.3)  # every request sent and queued or being scored
+                proc.send_signal(signal.SIGTERM)
+                return await asyncio.gather(*jobs, return_exceptions=True)
+
+        started = time.monotonic()
+        answers = asyncio.run(main())
+        proc.wait(timeout=60)
+    failed = [a for a in answers if isinstance(a, Exception) or a.status_code != 200]
+    assert failed == [], (len(failed), failed[:3], time.monotonic() - started)
