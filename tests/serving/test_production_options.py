@@ -11,6 +11,7 @@ import sys
 
 import httpx
 import psutil
+import pytest
 from conftest import AUTH, PARITY, ROOT, running_server
 
 from senti.serving import Predictor
@@ -81,7 +82,8 @@ def test_ray_calls_are_large_but_spread_over_the_actors():
     assert rows_per_actor_call(50_000, 2, 32) % 32 == 0
 
 
-def test_sigterm_lets_paddle_workers_finish_the_requests_in_flight(_exported):
+@pytest.mark.parametrize("backend", ["paddle", "onnx"])
+def test_sigterm_lets_workers_finish_the_requests_in_flight(_exported, backend):
     """Paddle installs its own SIGTERM handler when it loads, after uvicorn's in a worker process: the worker then
     died mid-request. Every request sent before SIGTERM must be answered."""
     import signal
@@ -89,7 +91,7 @@ def test_sigterm_lets_paddle_workers_finish_the_requests_in_flight(_exported):
 
     out, _ = _exported
     texts = [t for _, t in PARITY[:8]]
-    with running_server(out, "--workers", "2", "--backend", "paddle", "--threads", "1", "--max-wait-ms", "50") \
+    with running_server(out, "--workers", "2", "--backend", backend, "--threads", "1", "--max-wait-ms", "50") \
             as (base, proc):
         async def main():
             async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=60) as http:
