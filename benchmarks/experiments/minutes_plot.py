@@ -35,7 +35,7 @@ def main() -> None:
     points.sort()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     ax.plot([p[0] for p in points], [p[1] for p in points], "o-", label="fine-tuned 3l-128h (8 epochs, 256 tokens)")
-    for minutes, accuracy, name in points:
+    for minutes, accuracy, _name in points:
         ax.annotate(f"{accuracy:.4f}", (minutes, accuracy), textcoords="offset points", xytext=(0, 6), ha="center")
     if baseline is not None:
         ax.axhline(baseline, color="grey", linestyle="--", label=f"char n-gram baseline {baseline:.4f}")
