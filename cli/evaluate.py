@@ -42,9 +42,9 @@ def evaluate(
 
     with user_errors():
         if output is not None:  # before the model loads: a run must not end in a write that cannot happen
-            from senti.toolkit.selection import check_output
+            from senti.serving.streaming import check_output
 
-            check_output(output, suffixes=(".json",))
+            check_output(None, output, suffixes=(".json",))
         result = evaluate_model(model, dataset, split.value, batch_size, trust_pickle, backend.value, baseline)
     output = output or model / layout.eval_results(split.value)
     write_json_atomic(output, result)

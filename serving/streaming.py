@@ -82,20 +82,22 @@ class PredictionWriter:
         self.partial.unlink(missing_ok=True)
 
 
-def check_output(src: Path, dst: Path) -> None:
-    """Refuse, before any scoring, an output that cannot be written or would overwrite the input."""
+def check_output(src: Path | None, dst: Path, suffixes=OUTPUT_SUFFIXES) -> None:
+    """Refuse, before any model loads or any text is scored, an output that cannot be written or would overwrite
+    the input (senti predict, select and eval alike)."""
     if str(dst) == STDIO:
         return
-    src, dst = Path(src), Path(dst)
-    if dst.suffix.lower() not in OUTPUT_SUFFIXES:
-        raise DataError(f"--output {dst}: unsupported output type '{dst.suffix}'; use one of "
-                        f"{', '.join(OUTPUT_SUFFIXES)}")
+    dst = Path(dst)
     if dst.is_dir():
         raise DataError(f"--output {dst}: is a folder; name a file in it")
+    if dst.suffix.lower() not in suffixes:
+        why = " (a .txt file cannot hold the scores)" if dst.suffix.lower() == ".txt" else ""
+        raise DataError(f"--output {dst}: unsupported output type '{dst.suffix}'; use one of "
+                        f"{', '.join(suffixes)}{why}")
     if not dst.parent.is_dir():
         raise DataError(f"--output {dst}: the folder {dst.parent} does not exist")
-    if dst.resolve() == src.resolve():
-        raise DataError(f"--output {dst} is the input file; write the predictions elsewhere")
+    if src is not None and dst.resolve() == Path(src).resolve():
+        raise DataError(f"--output {dst} is the input file; write elsewhere")
 
 
 def predict_file(predictor, src: Path, dst: Path, batch_size: int = 32, chunk_rows: int = 1024,

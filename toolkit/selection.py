@@ -18,9 +18,9 @@ import numpy as np
 from senti.core.errors import DataError
 from senti.core.rows import read_rows
 from senti.serving.predictor import softmax
+from senti.serving.streaming import check_output
 
 NEAR_DUPLICATE = 0.5  # 3-gram Jaccard similarity at or above which `diverse` calls two texts the same
-OUTPUT_SUFFIXES = (".jsonl", ".tsv", ".csv")
 
 
 def _grams(text: str, n: int = 3) -> set[str]:
@@ -97,21 +97,6 @@ CHUNK = 2048  # texts scored per call: memory stays flat however long the pool
 SENTI_COLUMNS = ("line", "guess", "confidence", "score", "reason")
 
 
-def check_output(dst: Path, src: Path | None = None, suffixes=OUTPUT_SUFFIXES, flag: str = "--output") -> Path:
-    """Refuse an output that cannot be written, before any model loads or any text is scored."""
-    dst = Path(dst)
-    if dst.is_dir():
-        raise DataError(f"{flag} {dst} is a folder; name a file")
-    if dst.suffix.lower() not in suffixes:
-        why = " (a .txt file cannot hold the scores)" if dst.suffix.lower() == ".txt" else ""
-        raise DataError(f"{flag} {dst}: use {', '.join(suffixes)}{why}")
-    if not dst.parent.is_dir():
-        raise DataError(f"{flag} {dst}: the folder {dst.parent} does not exist")
-    if src is not None and dst.exists() and dst.resolve() == Path(src).resolve():
-        raise DataError(f"{flag} {dst} is the input file; it would be replaced by the picks")
-    return dst
-
-
 class _Pool:
     """The candidates a strategy can still pick, bounded: the `size` least sure distinct texts (or, for `random`,
     a seeded reservoir sample of rows), each with its row and probabilities."""
@@ -166,7 +151,8 @@ def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = 
         raise DataError(f"unknown strategy '{strategy}'; choose one of {', '.join(STRATEGIES)}")
     if budget < 1:
         raise DataError(f"budget must be at least 1; got {budget}")
-    dst = check_output(dst, src)
+    check_output(src, dst)
+    dst = Path(dst)
     next(iter(read_rows(Path(src), text_column)), None)  # an unreadable file or header fails before the model loads
     done = set()
     if exclude is not None:
