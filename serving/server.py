@@ -100,8 +100,6 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
 
     @asynccontextmanager
     async def lifespan(app):
-        import signal
-
         batcher.start()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(slot.reload("SIGHUP")))
@@ -114,11 +112,9 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
     app = FastAPI(title="senti", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,  # console.py's
                   description=f"Chinese sentiment analysis: labels {predictor.labels}, backend {predictor.backend_name}")
 
-    def authorize(authorization: str | None, x_api_key: str | None, challenge: str = "Bearer") -> None:
-        if config.api_key is not None:
-            given = x_api_key or presented_key(authorization)
-            if not hmac.compare_digest(given.encode(), config.api_key.encode()):
-                fail(401, "unauthorized", "missing or wrong API key", {"WWW-Authenticate": challenge})
+    def authorize(authorization: str | None, x_api_key: str | None) -> None:
+        if not key_accepted(config.api_key, x_api_key, authorization):
+            fail(401, "unauthorized", "missing or wrong API key", {"WWW-Authenticate": "Bearer"})
 
     def status() -> dict:
         model = slot.predictor
@@ -126,9 +122,7 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
                 "max_seq_len": model.max_seq_len, "long_text": model.long_text, "loaded_at": slot.loaded_at,
                 "reload": slot.last_reload, "traffic": metrics.traffic(), "reference": model.meta.reference_stats}
 
-    # A browser asks for the key itself (Basic, any user name) and sends it with the page's own requests.
-    add_pages(app, status, lambda request: authorize(request.headers.get("authorization"),
-                                                     request.headers.get("x-api-key"), 'Basic realm="senti"'))
+    add_pages(app, status, page_guard(config.api_key, "senti"))
 
     def fail(status: int, reason: str, detail, headers=None):
         metrics.errors.labels(reason).inc()
@@ -233,6 +227,26 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
     guarded = Guard(app, config.max_body_bytes, config.body_timeout_s,
                     lambda status: metrics.requests.labels(str(status)).inc())
     return guarded, app
+
+
+def key_accepted(api_key: str | None, x_api_key: str | None, authorization: str | None) -> bool:
+    """Whether a request carries the API key (always, when none is set): X-API-Key, or an Authorization header."""
+    if api_key is None:
+        return True
+    given = x_api_key or presented_key(authorization)
+    return hmac.compare_digest(given.encode(), api_key.encode())
+
+
+def page_guard(api_key: str | None, realm: str):
+    """`guard(request)` for pages: a 401 the browser answers itself (Basic, any user name, the key as password),
+    then sends with the page's own requests. Not counted as a failed prediction."""
+    from fastapi import HTTPException
+
+    def guard(request) -> None:
+        if not key_accepted(api_key, request.headers.get("x-api-key"), request.headers.get("authorization")):
+            raise HTTPException(401, "missing or wrong API key", {"WWW-Authenticate": f'Basic realm="{realm}"'})
+
+    return guard
 
 
 def presented_key(authorization: str | None) -> str:

@@ -6,7 +6,6 @@ the page moves on (see `senti.toolkit.labeling`). Behind the API key when one is
 
 from __future__ import annotations
 
-import hmac
 from pathlib import Path
 
 from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
@@ -34,16 +33,12 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
     from fastapi.responses import HTMLResponse
 
     from senti.serving.console import NO_EXTERNAL
-    from senti.serving.server import presented_key
+    from senti.serving.server import page_guard
 
     app = FastAPI(title="senti label", docs_url=None, redoc_url=None, openapi_url=None)
     page = PAGE.read_text(encoding="utf-8")
 
-    def authorize(request: Request) -> None:
-        if api_key is not None:
-            given = request.headers.get("x-api-key") or presented_key(request.headers.get("authorization"))
-            if not hmac.compare_digest(given.encode(), api_key.encode()):
-                raise HTTPException(401, "missing or wrong API key", {"WWW-Authenticate": 'Basic realm="senti label"'})
+    authorize = page_guard(api_key, "senti label")
 
     def shown(pick: Pick | None) -> dict:
         progress = {"done": job.done(), "total": len(job.picks), "recent": job.recent()}
