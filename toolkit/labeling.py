@@ -238,39 +238,25 @@ def labelled_texts(path: Path) -> set[str]:
 def open_job(picks_path: Path, log_path: Path, model: Path | None = None, labels: str | None = None,
              text_column: str | None = None, trust_pickle: bool = False) -> LabelJob:
     """A labelling job from the CLI's options, checked before any page is served."""
+    from senti.serving.streaming import check_output
+
+    check_output(picks_path, log_path, suffixes=(".jsonl",))
     log_path = Path(log_path)
-    if log_path.suffix.lower() != ".jsonl":
-        raise DataError(f"--output {log_path}: the labels are a .jsonl file")
-    if log_path.is_dir() or not log_path.parent.is_dir():
-        raise DataError(f"--output {log_path}: {'is a folder' if log_path.is_dir() else 'its folder does not exist'}")
-    if log_path.resolve() == Path(picks_path).resolve():
-        raise DataError(f"--output {log_path} is the --input file; the labels go to a file of their own")
     picks = read_picks(picks_path, text_column)
     names = [n.strip() for n in labels.split(",")] if labels else None
     version = None
     if model is not None:
-        from senti.toolkit.selection import model_probabilities
+        from senti.toolkit.selection import load_scorer
 
+        score, model_labels, version = load_scorer(model, trust_pickle)
         missing = [p for p in picks if p.guess is None]
-        probs, model_labels = model_probabilities(model, [p.text for p in missing] or [picks[0].text],
-                                                  trust_pickle=trust_pickle)
-        for p, row in zip(missing, probs):
+        for p, row in zip(missing, score([p.text for p in missing]) if missing else []):
             p.guess, p.confidence = model_labels[int(row.argmax())], float(row.max())
         if names and set(names) - set(model_labels):
             raise DataError(f"--labels {labels}: {', '.join(sorted(set(names) - set(model_labels)))} not among the "
                             f"model's labels {model_labels}")
         names = names or model_labels
-        version = _model_version(Path(model))
     if not names:
         raise DataError("say the label names: --labels a,b or --model EXPORT_OR_CHECKPOINT")
     return LabelJob(picks, names, log_path, version)
 
-
-def _model_version(model: Path) -> str:
-    from senti.core import layout
-
-    if (model / layout.EXPORT_META).is_file():
-        from senti.serving import Predictor
-
-        return Predictor.load(model).version
-    return f"checkpoint {model.resolve().name}"

@@ -69,28 +69,22 @@ STRATEGIES = ("uncertainty", "diverse", "random")
 
 
 def load_scorer(model: Path, trust_pickle: bool = False):
-    """(texts -> probabilities, labels) from an export folder (its serving runtime) or a checkpoint (dynamic
-    graph), loaded once."""
+    """(texts -> probabilities, labels, version) from an export folder (its serving runtime; the version answers
+    carry) or a checkpoint (dynamic graph; its folder's name), loaded once."""
     from senti.core import layout
 
     if (Path(model) / layout.EXPORT_META).is_file():
         from senti.serving import Predictor
 
         predictor = Predictor.load(model)
-        return (lambda texts: softmax(predictor.logits(texts, 64)[0])), predictor.labels
+        return (lambda texts: softmax(predictor.logits(texts, 64)[0])), predictor.labels, predictor.version
     from senti.core.checkpoint import load_checkpoint
     from senti.toolkit.batching import encode_texts
     from senti.toolkit.evaluate import predict_logits
 
     net, tokenizer, meta = load_checkpoint(Path(model), trust_pickle)
     return (lambda texts: softmax(predict_logits(net, encode_texts(tokenizer, texts, meta.max_seq_len)[0], 64))), \
-        meta.labels
-
-
-def model_probabilities(model: Path, texts: list[str], batch_size: int = 64, trust_pickle: bool = False):
-    """(probabilities, labels) of `texts`."""
-    score, labels = load_scorer(model, trust_pickle)
-    return score(texts), labels
+        meta.labels, f"checkpoint {Path(model).resolve().name}"
 
 
 CHUNK = 2048  # texts scored per call: memory stays flat however long the pool
@@ -159,7 +153,7 @@ def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = 
         from senti.toolkit.labeling import labelled_texts
 
         done = labelled_texts(exclude)
-    score, labels = load_scorer(model, trust_pickle)
+    score, labels, _ = load_scorer(model, trust_pickle)
     pool = _Pool(max(20 * budget, 1000), strategy, seed)
     counts = {"read": 0, "unreadable": 0, "empty": 0, "excluded_labelled": 0}
     bad_lines: list[int] = []

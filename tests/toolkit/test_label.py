@@ -82,7 +82,7 @@ def test_bad_input_is_refused_in_one_line(tmp_path, _exported):
         open_job(tmp_path / "empty.jsonl", tmp_path / "x.jsonl", labels="a,b")
     with pytest.raises(DataError, match="not among the model's labels"):
         open_job(picks, tmp_path / "y.jsonl", model=_exported[0], labels="negative,neutral")
-    with pytest.raises(DataError, match="is the --input file"):
+    with pytest.raises(DataError, match="is the input file"):
         open_job(picks, picks, labels="negative,positive")
     with pytest.raises(DataError, match="say the label names"):
         open_job(tmp_path / "picks.jsonl", tmp_path / "z.jsonl")
