@@ -166,6 +166,13 @@ class Predictor:
         needs too many). A 1 MB text costs what a text of that length costs."""
         return self.tokenizer.encode_batch(list(texts), need=self._need())
 
+    def window_problems(self, texts, counts: list[int]) -> dict[int, str]:
+        """Why each text over `max_windows` cannot be scored, by index (`counts`: its windows, as `windows` says)."""
+        whole = head_chars(self._need())  # texts up to this long were tokenized whole: their count is exact
+        return {i: f"needs {n} windows; at most {self.max_windows} per text" if len(texts[i]) <= whole
+                else f"needs more than {self.max_windows} windows, the most per text"
+                for i, n in enumerate(counts) if n > self.max_windows}
+
     def _need(self) -> int:
         window = text_budget(self.max_seq_len)
         return window if self.long_text == "truncate" else window + self.stride * (self.max_windows - 1)
@@ -191,10 +198,7 @@ class Predictor:
         if problems:  # checked before any work, so the caller can drop just these and retry
             raise InvalidText(problems)
         ids = self._encode(texts)
-        whole = head_chars(self._need())  # texts up to this long were tokenized whole: their count is exact
-        over = {i: f"needs {n} windows; at most {self.max_windows} per text" if len(texts[i]) <= whole
-                else f"needs more than {self.max_windows} windows, the most per text" for i, x in enumerate(ids)
-                if (n := self._window_count(len(x))) > self.max_windows}
+        over = self.window_problems(texts, [self._window_count(len(x)) for x in ids])
         if over:
             raise InvalidText(over)
         too_long = [len(x) > text_budget(self.max_seq_len) for x in ids]

@@ -159,9 +159,8 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
             fail(422, "invalid_text", bad)
         windows = await asyncio.get_running_loop().run_in_executor(None, model.windows, texts) \
             if model.long_text == "window" else [1] * len(texts)
-        over = [{"type": "too_many_windows", "loc": ["body", "texts", i],
-                 "msg": f"needs more than {model.max_windows} windows, the most per text"}  # counted no further
-                for i, n in enumerate(windows) if n > model.max_windows]
+        over = [{"type": "too_many_windows", "loc": ["body", "texts", i], "msg": why}
+                for i, why in model.window_problems(texts, windows).items()]
         if over:
             fail(413, "too_many_windows", over)
         if sum(windows) > config.max_windows:
