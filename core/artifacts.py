@@ -101,11 +101,18 @@ class ArtifactMeta:
         path = Path(folder) / cls.FILE
         if not path.is_file():
             raise ArtifactError(f"{folder}: not a senti {cls.KIND} (no {cls.FILE}){cls.NOT_FOUND_HINT}")
+        return cls.parse(path.read_bytes(), str(path))
+
+    @classmethod
+    def parse(cls, raw: bytes, where: str):
+        """The schema from a file's bytes (for a reader that keeps them, to hash what it loaded)."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(raw.decode("utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ArtifactError(f"{path}: unreadable {cls.KIND} metadata ({err})") from None
-        return cls.from_json(data, str(path))
+            raise ArtifactError(f"{where}: unreadable {cls.KIND} metadata ({err})") from None
+        except RecursionError:
+            raise ArtifactError(f"{where}: unreadable {cls.KIND} metadata (nested too deeply)") from None
+        return cls.from_json(data, where)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -161,11 +168,22 @@ class ExportMeta(ArtifactMeta):
     # Drift figures (senti.serving.drift) of the parity (dev) texts, to compare traffic with.
     reference_stats: dict | None = None
 
+    TOKENIZER_KEYS: ClassVar[tuple] = ("vocab_file", "do_lower_case", "unk_token", "cls_token", "sep_token",
+                                       "pad_token")
+
     def problem(self) -> str | None:
         if not isinstance(self.formats, dict) or not all(
                 isinstance(v, dict) and isinstance(v.get("parity"), dict) for v in self.formats.values()):
             return "formats must map each format to its files and parity record"
-        return labels_problem(self.labels, self.max_seq_len)
+        if problem := labels_problem(self.labels, self.max_seq_len):
+            return problem
+        if len(set(self.labels)) != len(self.labels) or len(self.labels) < 2:
+            return f"labels must be two or more distinct names; got {self.labels}"
+        if not isinstance(self.tokenizer, dict):
+            return "tokenizer settings must be an object"
+        if missing := [k for k in self.TOKENIZER_KEYS if k not in self.tokenizer]:
+            return f"tokenizer settings lack {', '.join(missing)}"
+        return None
 
 
 def read_export_meta(export_dir: Path) -> ExportMeta:

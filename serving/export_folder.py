@@ -11,7 +11,6 @@ answers recorded for its own parity texts at export. Every failure is one line n
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from senti.core import layout
@@ -21,7 +20,6 @@ from senti.core.errors import ArtifactError
 MAX_META_BYTES = 16 << 20  # export.json is a few kB; a file of more is not one senti wrote
 MAX_VOCAB_BYTES = 64 << 20
 MAX_MODEL_BYTES = 8 << 30
-TOKENIZER_KEYS = ("vocab_file", "do_lower_case", "unk_token", "cls_token", "sep_token", "pad_token")
 
 
 def inside(export_dir: Path, relative, what: str) -> Path:
@@ -55,19 +53,7 @@ def read_meta(export_dir: Path) -> tuple[ExportMeta, bytes]:
         raise ArtifactError(f"{export_dir}: not a senti export (no {ExportMeta.FILE}){ExportMeta.NOT_FOUND_HINT}")
     inside(export_dir, ExportMeta.FILE, "metadata")
     raw = read_bounded(path, MAX_META_BYTES, "the export metadata")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ArtifactError(f"{path}: unreadable export metadata ({err})") from None
-    except RecursionError:
-        raise ArtifactError(f"{path}: unreadable export metadata (nested too deeply)") from None
-    meta = ExportMeta.from_json(data, str(path))
-    if len(set(meta.labels)) != len(meta.labels) or len(meta.labels) < 2:
-        raise ArtifactError(f"{path}: labels must be two or more distinct names; got {meta.labels}")
-    if not isinstance(meta.tokenizer, dict):
-        raise ArtifactError(f"{path}: tokenizer settings must be an object")
-    if missing := [k for k in TOKENIZER_KEYS if k not in meta.tokenizer]:
-        raise ArtifactError(f"{path}: tokenizer settings lack {', '.join(missing)}")
+    meta = ExportMeta.parse(raw, str(path))  # the schema's own checks: labels, tokenizer settings, formats
     sample = meta.parity_sample
     if not isinstance(sample, dict) or not sample.get("texts") or not isinstance(sample.get("logits"), list):
         raise ArtifactError(f"{path}: no parity sample to check the model against; re-export it with this senti")
