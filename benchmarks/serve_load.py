@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from senti.benchmarks.local_server import free_port, wait_ready
 from senti.benchmarks.markdown import number, table
 from senti.benchmarks.timing import summarize
 
@@ -57,12 +57,6 @@ def in_process(export_dir: Path, texts: list[str], batch_size: int, threads: int
             "cpu_s_per_text": float(np.median(cpus)) / len(texts)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def through_server(export_dir: Path, texts: list[str], threads: int, clients: int = 32, requests: int = 2000,
                    texts_per_request: int = 4, max_batch_size: int = 32, max_wait_ms: float = 5.0, workers: int = 1,
                    ort_spinning: bool = False, serve_command: list[str] | None = None, env: dict | None = None,
@@ -74,7 +68,7 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
     """
     import httpx
 
-    port = _free_port()
+    port = free_port()
     common = ["--model", str(export_dir), "--port", str(port), "--threads", str(max(1, threads // workers)),
               "--max-batch-size", str(max_batch_size), "--max-wait-ms", str(max_wait_ms),
               "--max-queue", str(clients * texts_per_request * 4)]
@@ -84,15 +78,7 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"senti serve did not start: {proc.stderr.read()[-2000:]}")
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_ready(proc, f"{base}/readyz")
         for _ in range(4 * workers):  # warm-up, every worker
             httpx.post(f"{base}/v1/predict", json={"texts": texts[:max_batch_size]}, timeout=60)
         with tempfile.TemporaryDirectory() as tmp:

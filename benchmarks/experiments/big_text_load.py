@@ -12,10 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import time
 
 BIG = "good product " * 80_000  # 1.04 MB, inside the default 1 MB body limit with JSON's quotes
@@ -30,20 +27,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "senti.cli", "serve", "--model", args.model, "--backend", "onnx",
-                               "--threads", str(args.threads), "--port", str(port), "--api-key-env", "BIG_TEXT_KEY"],
-                              env={**os.environ, "BIG_TEXT_KEY": "k"}, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.STDOUT)
-    for _ in range(120):
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.5)
+    from senti.benchmarks.local_server import start_senti
+
+    server, base = start_senti(["serve", "--model", args.model, "--backend", "onnx", "--threads", str(args.threads),
+                                "--api-key-env", "BIG_TEXT_KEY"], env={**os.environ, "BIG_TEXT_KEY": "k"})
     proc = psutil.Process(server.pid)
 
     def rss() -> int:

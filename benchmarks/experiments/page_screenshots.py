@@ -9,37 +9,13 @@ texts of TEXTS with `senti select`, starts `senti label` on them, answers three 
 from __future__ import annotations
 
 import argparse
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-
-import httpx
 
 SAMPLE = ["这个产品非常好用，物流也很快", "服务态度极差，再也不买了", "房间还行，就是隔音不太好，早餐一般",
           "<b>标签</b> 也只是文字"]
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(args: list[str], ready: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "senti.cli", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(ready, timeout=1).status_code < 500:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.3)
-    proc.kill()
-    raise SystemExit(f"{args[0]} did not start")
 
 
 def _browser():
@@ -65,13 +41,14 @@ def main() -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
+    from senti.benchmarks.local_server import start_senti
+
     args.output_dir.mkdir(parents=True, exist_ok=True)
     driver = _browser()
     wait = WebDriverWait(driver, 60)
-    port = _port()
-    serve = _start(["serve", "--model", str(args.model), "--port", str(port)], f"http://127.0.0.1:{port}/readyz")
+    serve, base = start_senti(["serve", "--model", str(args.model)])
     try:
-        driver.get(f"http://127.0.0.1:{port}/")
+        driver.get(f"{base}/")
         box = wait.until(lambda d: d.find_element(By.ID, "texts"))
         box.clear()
         box.send_keys("\n".join(SAMPLE))
@@ -79,7 +56,7 @@ def main() -> None:
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "tr.prediction")) == len(SAMPLE))
         wait.until(lambda d: d.find_element(By.ID, "scored").text == str(len(SAMPLE)))
         driver.save_screenshot(str(args.output_dir / "serve-console.png"))
-        driver.get(f"http://127.0.0.1:{port}/docs")
+        driver.get(f"{base}/docs")
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock-summary-path"))
         driver.save_screenshot(str(args.output_dir / "serve-docs.png"))
     finally:
@@ -89,11 +66,10 @@ def main() -> None:
         picks, labels = Path(tmp) / "picks.jsonl", Path(tmp) / "labels.jsonl"
         subprocess.run([sys.executable, "-m", "senti.cli", "select", "--model", str(args.model), "--input",
                         str(args.pool), "--output", str(picks), "--budget", "40"], check=True)
-        port = _port()
-        label = _start(["label", "--input", str(picks), "--output", str(labels), "--model", str(args.model),
-                        "--port", str(port)], f"http://127.0.0.1:{port}/api/job")
+        label, base = start_senti(["label", "--input", str(picks), "--output", str(labels), "--model",
+                                   str(args.model)], ready="/api/job")
         try:
-            driver.get(f"http://127.0.0.1:{port}/")
+            driver.get(f"{base}/")
             for n, key in enumerate("2a1"):
                 wait.until(lambda d, n=n: d.find_element(By.ID, "progress").text.startswith(f"{n} /"))
                 driver.find_element(By.TAG_NAME, "body").send_keys(key)

@@ -18,9 +18,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -143,18 +140,9 @@ def _timed_loop(parent, export, pool, probs_pool, labels, dev_rows, old, out, sa
     if live.exists():
         shutil.rmtree(live)
     shutil.copytree(export, live)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "senti.cli", "serve", "--model", str(live), "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.2)
+    from senti.benchmarks.local_server import start_senti
+
+    server, base = start_senti(["serve", "--model", str(live)])
     codes, versions, stop = [], set(), {"now": False}
 
     async def client(http):
