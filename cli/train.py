@@ -77,6 +77,9 @@ def train(
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
     baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the same training "
                                                 "split and report it beside the model (seconds).")] = True,
+    ngram_buckets: Annotated[int, typer.Option(
+        help="Hash buckets of the character n-gram head trained beside ERNIE in the same graph (0: none). A new "
+             "model only; a checkpoint keeps the head it has.", min=0)] = 0,
     threads: Threads = None,
     overwrite: Overwrite = False,
     trust_pickle: TrustPickle = False,
@@ -90,7 +93,7 @@ def train(
             max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,
             seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, replay=replay,
             replay_ratio=replay_ratio, text_column=text_column, label_column=label_column, baseline=baseline,
-            threads=threads, overwrite=overwrite, trust_pickle=trust_pickle)
+            ngram_buckets=ngram_buckets, threads=threads, overwrite=overwrite, trust_pickle=trust_pickle)
         device_ids = [d.strip() for d in devices.split(",") if d.strip()] if devices else []
         if len(device_ids) > 1:
             metrics = run_data_parallel(config, device_ids)

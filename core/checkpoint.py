@@ -3,6 +3,7 @@ shared by `senti export` and the toolkit's eval, distillation and continued trai
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -70,6 +71,16 @@ def check_weights_format(path: Path, trust_pickle: bool = False) -> bool:
     return False
 
 
+def ngram_buckets(path: Path) -> int:
+    """The n-gram head's bucket count recorded in a model folder's config.json (0: no head; see core.ngram_head)."""
+    try:
+        config = json.loads((Path(path) / layout.PADDLENLP_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0  # the loader names what is wrong with the folder
+    value = config.get("ngram_buckets") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and value > 0 else 0
+
+
 def load_checkpoint(path: Path, trust_pickle: bool = False):
     """(model, tokenizer, meta) from a checkpoint folder, with its vocabulary checked against the weights.
 
@@ -80,7 +91,12 @@ def load_checkpoint(path: Path, trust_pickle: bool = False):
     from paddlenlp.transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(str(path), use_safetensors=safe)
+        if ngram_buckets(path):
+            from senti.core.ngram_head import model_class
+
+            model = model_class().from_pretrained(str(path), use_safetensors=safe)
+        else:
+            model = AutoModelForSequenceClassification.from_pretrained(str(path), use_safetensors=safe)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
     except Exception as err:  # PaddleNLP raises assorted types for broken folders
         raise ArtifactError(f"{path}: could not load checkpoint ({type(err).__name__}: {err})") from None

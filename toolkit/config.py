@@ -104,10 +104,12 @@ class TrainConfig(RunConfig):
     replay: str | None = None  # old training data mixed in when continuing a checkpoint (against forgetting)
     replay_ratio: float = 1.0  # replayed rows per new training row
     baseline: bool = True  # fit the char n-gram logistic regression on the same split and report it beside
+    ngram_buckets: int = 0  # > 0: a new model gets the hashed n-gram head beside ERNIE (senti.core.ngram_head)
 
     def checks(self):
         return super().checks() + [(self.max_seq_len is not None, "max_seq_len must be set"),
-                                   (0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]")]
+                                   (0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]"),
+                                   (self.ngram_buckets >= 0, "ngram_buckets must be 0 (no n-gram head) or more")]
 
 
 @dataclass(kw_only=True)

@@ -9,13 +9,17 @@ import numpy as np
 from senti.core.batching import logits_in_order
 
 
-def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0) -> np.ndarray:
-    """Logits for every encoded text, in input order (batches are length-sorted internally)."""
+def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0, parts: bool = False):
+    """Logits for every encoded text, in input order (batches are length-sorted internally); with `parts`, a
+    model with the n-gram head answers (ERNIE's logits, the n-gram side's logits)."""
     import paddle
 
     def run(input_ids, token_type_ids):
-        logits = model(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids))
-        return logits.astype("float32").numpy()
+        out = model(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids),
+                    **({"return_parts": True} if parts else {}))
+        if parts:
+            return np.concatenate([o.astype("float32").numpy() for o in out], axis=1)
+        return out.astype("float32").numpy()
 
     was_training = model.training
     model.eval()
@@ -23,6 +27,8 @@ def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0) -> np.
         out = logits_in_order(run, encoded, batch_size, pad_id)
     if was_training:
         model.train()
+    if parts:
+        return out[:, : out.shape[1] // 2], out[:, out.shape[1] // 2:]
     return out
 
 

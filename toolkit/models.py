@@ -87,11 +87,11 @@ def build_char_vocab(texts, min_freq: int = 1) -> list[str]:
     return SPECIAL_TOKENS + [p for p in pieces if p not in SPECIAL_TOKENS]
 
 
-def ernie_config(shape: str, vocab_size: int, labels: list[str], max_seq_len: int):
+def ernie_config(shape: str, vocab_size: int, labels: list[str], max_seq_len: int, ngram_buckets: int = 0):
     from paddlenlp.transformers import ErnieConfig
 
     layers, hidden, heads, ffn = SHAPES[shape]
-    return ErnieConfig(
+    return with_ngram_head(ErnieConfig(
         vocab_size=vocab_size,
         max_position_embeddings=max(512, max_seq_len),
         type_vocab_size=4,
@@ -103,19 +103,39 @@ def ernie_config(shape: str, vocab_size: int, labels: list[str], max_seq_len: in
         hidden_size=hidden,
         num_attention_heads=heads,
         intermediate_size=ffn,
-    )
+    ), ngram_buckets)
 
 
-def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int, trust_pickle: bool = False):
-    """Return (model, tokenizer, description) for a preset, a checkpoint folder or a PaddleNLP name."""
+def with_ngram_head(config, ngram_buckets: int):
+    """`config` marked for the n-gram head (saved in config.json), when `ngram_buckets`."""
+    if ngram_buckets:
+        config.ngram_buckets = int(ngram_buckets)
+        config.ngram_weight = 1.0  # until dev chooses (training scans core.ngram_head.WEIGHT_GRID)
+    return config
+
+
+def classifier_class(ngram_buckets: int):
+    """ERNIE's sequence classifier, with the n-gram head beside it when `ngram_buckets` (core.ngram_head)."""
+    if ngram_buckets:
+        from senti.core.ngram_head import model_class
+
+        return model_class()
+    from paddlenlp.transformers import ErnieForSequenceClassification
+
+    return ErnieForSequenceClassification
+
+
+def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int, trust_pickle: bool = False,
+                ngram_buckets: int = 0):
+    """Return (model, tokenizer, description) for a preset, a checkpoint folder or a PaddleNLP name; a new model
+    (a preset or a pretrained folder) gets the n-gram head when `ngram_buckets`, a checkpoint keeps what it has."""
     if spec in PRESETS:
-        return _build_scratch(spec, labels, train_texts, max_seq_len)
+        return _build_scratch(spec, labels, train_texts, max_seq_len, ngram_buckets)
     if Path(spec).expanduser().is_dir() and not is_checkpoint(Path(spec).expanduser()):
-        from paddlenlp.transformers import ErnieForSequenceClassification
-
-        model, tokenizer, report = pretrained_folder(Path(spec).expanduser(), ErnieForSequenceClassification,
-                                                     trust_pickle, labels)
-        return model, tokenizer, {"source": "pretrained", "path": str(Path(spec).resolve()), "loaded": report}
+        model, tokenizer, report = pretrained_folder(Path(spec).expanduser(), classifier_class(ngram_buckets),
+                                                     trust_pickle, labels, ngram_buckets)
+        return model, tokenizer, {"source": "pretrained", "path": str(Path(spec).resolve()), "loaded": report,
+                                  "ngram_buckets": ngram_buckets}
     if Path(spec).expanduser().is_dir():
         model, tokenizer, meta = load_checkpoint(Path(spec).expanduser(), trust_pickle)
         if meta.labels != labels:
@@ -130,8 +150,8 @@ def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int, tru
     return _load_pretrained(spec, labels)
 
 
-def _build_scratch(preset: str, labels, train_texts, max_seq_len):
-    from paddlenlp.transformers import ErnieForSequenceClassification, ErnieTokenizer
+def _build_scratch(preset: str, labels, train_texts, max_seq_len, ngram_buckets: int = 0):
+    from paddlenlp.transformers import ErnieTokenizer
 
     vocab = build_char_vocab(train_texts)
     # save_pretrained copies the tokenizer's vocab file, so it must outlive this call: the
@@ -142,8 +162,9 @@ def _build_scratch(preset: str, labels, train_texts, max_seq_len):
     tokenizer = ErnieTokenizer(str(vocab_file))
     tokenizer._senti_vocab_folder = folder
     shape = PRESETS[preset]
-    model = ErnieForSequenceClassification(ernie_config(shape, len(vocab), labels, max_seq_len))
-    return model, tokenizer, {"source": "scratch", "preset": preset, "shape": shape, "vocab_size": len(vocab)}
+    model = classifier_class(ngram_buckets)(ernie_config(shape, len(vocab), labels, max_seq_len, ngram_buckets))
+    return model, tokenizer, {"source": "scratch", "preset": preset, "shape": shape, "vocab_size": len(vocab),
+                              "ngram_buckets": ngram_buckets}
 
 
 def _load_pretrained(name: str, labels):
@@ -237,7 +258,8 @@ def load_weights(model, source: dict | Path, trust_pickle: bool = False) -> tupl
     return loaded, missing
 
 
-def pretrained_folder(path: Path, model_class, trust_pickle: bool = False, labels: list[str] | None = None):
+def pretrained_folder(path: Path, model_class, trust_pickle: bool = False, labels: list[str] | None = None,
+                      ngram_buckets: int = 0):
     """(model, tokenizer, one-line report) from a PaddleNLP model folder (with or without a task head, senti's
     own pretrained folders included): the encoder loads, any head that does not fit is made fresh."""
     from paddlenlp.transformers import ErnieConfig, ErnieTokenizer
@@ -251,7 +273,7 @@ def pretrained_folder(path: Path, model_class, trust_pickle: bool = False, label
     if labels is not None:
         settings.update(num_labels=len(labels), id2label=dict(enumerate(labels)),
                         label2id={lab: i for i, lab in enumerate(labels)})
-    model = model_class(ErnieConfig(**settings))
+    model = model_class(with_ngram_head(ErnieConfig(**settings), ngram_buckets))
     lower = True
     tokenizer_config = path / layout.PADDLENLP_TOKENIZER_CONFIG
     if tokenizer_config.is_file():

@@ -104,8 +104,10 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     train_rows = splits.train + replayed
     paddle.seed(config.seed)
     model, tokenizer, source = build_model(
-        config.model, labels, [e.text for e in train_rows], config.max_seq_len, config.trust_pickle
+        config.model, labels, [e.text for e in train_rows], config.max_seq_len, config.trust_pickle,
+        config.ngram_buckets,
     )
+    two_sided = hasattr(model, "ngram_table")
     label_id = {lab: i for i, lab in enumerate(labels)}
     train_ids, train_cut = encode_texts(tokenizer, [e.text for e in train_rows], config.max_seq_len)
     dev_ids, dev_cut = encode_texts(tokenizer, [e.text for e in splits.dev], config.max_seq_len)
@@ -144,12 +146,20 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
 
     def loss_fn(index):
         input_ids, token_type_ids = pad_batch(train_ids, index)
+        gold = paddle.to_tensor(train_y[index])
+        if two_sided:  # ERNIE and the n-gram head each learn on their own loss (core.ngram_head)
+            deep, wide = net(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids),
+                             return_parts=True)
+            deep_loss, wide_loss = F.cross_entropy(deep.astype("float32"), gold), F.cross_entropy(wide, gold)
+            return deep_loss + wide_loss, {"ernie": float(deep_loss), "ngram": float(wide_loss)}
         logits = net(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids))
-        return F.cross_entropy(logits.astype("float32"), paddle.to_tensor(train_y[index])), None
+        return F.cross_entropy(logits.astype("float32"), gold), None
 
     def evaluate(epoch: int, step: int) -> dict:
+        extra = choose_ngram_weight(model, dev_ids, dev_y) if two_sided else {}
         result = classification_metrics(dev_y, predict_logits(model, dev_ids).argmax(1), labels)
-        return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"]}
+        return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"],
+                **extra}
 
     def save(record: dict) -> None:
         save_checkpoint(model, tokenizer, out, replace(meta, dev=record, precision=precision), config)
@@ -160,6 +170,18 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
         finish_run(out, metrics)
     raise_if_interrupted(metrics, out)
     return metrics
+
+
+def choose_ngram_weight(model, dev_ids, dev_y) -> dict:
+    """Set the n-gram side's weight to the one most accurate on dev (core.ngram_head.WEIGHT_GRID); returns the
+    record's fields: the weight and each side's dev accuracy alone."""
+    from senti.core.ngram_head import best_weight
+
+    deep, wide = predict_logits(model, dev_ids, parts=True)
+    weight, _ = best_weight(deep, wide, dev_y)
+    model.config.ngram_weight = weight
+    return {"ngram_weight": weight, "dev_accuracy_ernie": float((deep.argmax(1) == dev_y).mean()),
+            "dev_accuracy_ngram": float((wide.argmax(1) == dev_y).mean())}
 
 
 def pretraining_overlap(folder: Path, splits) -> dict | None:

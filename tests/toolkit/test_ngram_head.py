@@ -1,0 +1,83 @@
+"""The n-gram head beside ERNIE: hashing, training on two losses, the dev-chosen weight, export and serving."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.conftest import export_tiny, synthetic_rows, train_tiny, write_folder
+
+BUCKETS = 1009
+
+
+def test_ngram_keys_are_exact_per_order_and_skip_padding():
+    import paddle
+
+    from senti.core.ngram_head import ngram_keys
+
+    ids = paddle.to_tensor(np.array([[2, 7, 8, 9, 3, 0, 0]], dtype="int64"))
+    (uni, m1), (bi, m2), (tri, m3) = ngram_keys(ids, vocab_size=10, buckets=BUCKETS, pad_id=0)
+    assert uni.numpy().tolist() == [[2, 7, 8, 9, 3, 0, 0]]
+    assert m1.numpy().tolist() == [[1, 1, 1, 1, 1, 0, 0]]
+    # bigram (7, 8) -> 7 * 10 + 8 + 10 (the order's offset); trigram (7, 8, 9) -> 789 + 10 + 100, all mod 1009
+    assert bi.numpy()[0, 1] == 88 and tri.numpy()[0, 1] == (789 + 110) % BUCKETS
+    assert m2.numpy().tolist() == [[1, 1, 1, 1, 0, 0]] and m3.numpy().tolist() == [[1, 1, 1, 0, 0]]
+    assert (bi.numpy() < BUCKETS).all() and (tri.numpy() >= 0).all()
+
+
+def test_best_weight_picks_the_grid_value_most_accurate_on_dev():
+    from senti.core.ngram_head import best_weight
+
+    gold = np.array([0, 1, 0, 1])
+    deep = np.array([[2.0, 0.0], [0.2, 0.0], [2.0, 0.0], [0.0, 2.0]])  # wrong on the second text, barely
+    wide = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])  # right everywhere
+    weight, accuracy = best_weight(deep, wide, gold)
+    assert accuracy == 1.0 and 0 < weight <= 1.0  # the smallest weight that mends the second text
+    assert best_weight(wide, deep, gold)[0] == 0.0  # the first side alone is best: weight 0
+
+
+@pytest.fixture(scope="module")
+def two_sided(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ngram")
+    data = write_folder(root / "data", synthetic_rows(600, seed=1), synthetic_rows(120, seed=2),
+                        synthetic_rows(120, seed=3))
+    metrics = train_tiny(root / "checkpoint", data, ngram_buckets=BUCKETS)
+    return root / "checkpoint", data, metrics
+
+
+def test_training_learns_both_sides_and_records_the_dev_weight(two_sided):
+    from senti.core.checkpoint import load_checkpoint
+    from senti.core.ngram_head import WEIGHT_GRID
+
+    checkpoint, _, metrics = two_sided
+    best = metrics["best"]
+    assert best["ngram_weight"] in WEIGHT_GRID
+    assert best["dev_accuracy_ngram"] > 0.8  # the synthetic reviews are word-coded: n-grams alone read them
+    assert {"ernie", "ngram"} <= set(metrics["step_terms"][-1])
+    config = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
+    assert config["ngram_buckets"] == BUCKETS and config["ngram_weight"] == best["ngram_weight"]
+    model, _, _ = load_checkpoint(checkpoint)
+    assert type(model).__name__ == "ErnieWithNgrams"
+    assert float(np.abs(model.ngram_table.weight.numpy()).max()) > 0  # the loaded table is the trained one
+
+
+def test_the_head_survives_export_and_answers_the_same_everywhere(two_sided, tmp_path):
+    from senti.serving.predictor import Predictor
+
+    checkpoint, _, _ = two_sided
+    record = export_tiny(checkpoint, tmp_path / "export", quantize="int8")
+    for fmt in ("paddle", "onnx", "onnx-opt"):
+        parity = record["formats"][fmt]["parity"]
+        assert parity["fit"] and parity["max_abs_logit_diff"] < 1e-4 and parity["label_agreement"] == 1.0, fmt
+    texts = [t for _, t in synthetic_rows(40, seed=5)]
+    answers = {b: Predictor.load(tmp_path / "export", backend=b).predict(texts) for b in ("paddle", "onnx")}
+    assert [a.label for a in answers["paddle"]] == [a.label for a in answers["onnx"]]
+
+
+def test_a_continued_checkpoint_keeps_its_head(two_sided, tmp_path):
+    checkpoint, data, _ = two_sided
+    train_tiny(tmp_path / "continued", data, model=str(checkpoint), epochs=1)
+    config = json.loads((tmp_path / "continued" / "config.json").read_text(encoding="utf-8"))
+    assert config["ngram_buckets"] == BUCKETS
