@@ -119,7 +119,8 @@ class Predictor:
         try:
             tokenizer = FastTokenizer.from_export(export_dir, meta.tokenizer, vocab_text)
         except (ValueError, TypeError, KeyError) as err:
-            raise ArtifactError(f"{Path(export_dir) / meta.tokenizer['vocab_file']}: {err}") from None
+            where = str(Path(export_dir) / meta.tokenizer["vocab_file"])
+            raise ArtifactError(str(err) if str(err).startswith(where) else f"{where}: {err}") from None
         name = choose_backend(meta, device) if backend == "auto" else backend
         if name not in FORMATS:
             raise ArtifactError(f"unknown backend '{name}'; choose one of {', '.join(BACKENDS)}")

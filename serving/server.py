@@ -14,10 +14,13 @@ import hmac
 import json
 import logging
 import os
+import shutil
 import signal
+import tempfile
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,6 +32,7 @@ from senti.serving.http_guard import HEADER_TIMEOUT_ENV, PREDICT_PATH, Guard, He
 from senti.serving.metrics import ServerMetrics
 from senti.serving.model_slot import ModelSlot
 from senti.serving.predictor import text_problem
+from senti.serving.supervisor import STATUS_ENV, Supervisor, read_status, record_worker_failure
 
 log = logging.getLogger("senti.serve")
 
@@ -215,8 +219,11 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
     async def readyz():
         if state["ready"] and batcher.running:
             model = slot.predictor
+            # Under workers the supervisor reloads (SIGHUP) and restarts; what it last did is in its status folder.
+            supervised = read_status() if supervisor_pid is not None else {}
             return {"status": "ready", "backend": model.backend_name, "model_version": model.version,
-                    "reload": slot.last_reload}
+                    "reload": supervised.get("reload", slot.last_reload),
+                    **({"workers": supervised["workers"]} if "workers" in supervised else {})}
         return JSONResponse({"status": "not ready"}, status_code=503)
 
     @app.get("/metrics")
@@ -275,7 +282,11 @@ def app_from_environment():
     def load():
         return Predictor.load(spec["model"], **spec["load"])
 
-    predictor = load()
+    try:
+        predictor = load()
+    except Exception as err:  # the supervisor reports why in /readyz, and retries with backoff
+        record_worker_failure(err)
+        raise
     # uvicorn set its SIGTERM/SIGINT handlers (finish the requests in flight, then stop) before it called this
     # factory; Paddle installs its own at the C level when it loads, which kills the worker mid-request. Putting
     # Python's handlers back in place at the C level restores uvicorn's.
@@ -299,8 +310,15 @@ def serve(predictor, config: ServerConfig, host: str = "127.0.0.1", port: int = 
     os.environ[HEADER_TIMEOUT_ENV] = str(config.header_timeout_s)
     if workers > 1:
         os.environ[WORKER_SPEC_ENV] = json.dumps(worker_spec)
-        uvicorn.run("senti.serving.server:app_from_environment", factory=True, workers=workers, host=host, port=port,
-                    log_level=log_level, access_log=False, timeout_graceful_shutdown=30, http=HeaderTimeoutProtocol)
+        status_dir = tempfile.mkdtemp(prefix="senti-serve-")  # 0700: the workers' shared status (supervisor.py)
+        os.environ[STATUS_ENV] = status_dir
+        settings = uvicorn.Config("senti.serving.server:app_from_environment", factory=True, workers=workers,
+                                  host=host, port=port, log_level=log_level, access_log=False,
+                                  timeout_graceful_shutdown=30, http=HeaderTimeoutProtocol)
+        try:
+            Supervisor(settings, [settings.bind_socket()], Path(status_dir)).run()
+        finally:
+            shutil.rmtree(status_dir, ignore_errors=True)
         return
     asgi, _ = create_app(predictor, config, reload)
     uvicorn.run(asgi, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=30,

@@ -105,3 +105,51 @@ def test_sigterm_lets_workers_finish_the_requests_in_flight(_exported, backend):
         proc.wait(timeout=60)
     failed = [a for a in answers if isinstance(a, Exception) or a.status_code != 200]
     assert failed == [], (len(failed), failed[:3], time.monotonic() - started)
+
+
+def _wait_for(check, timeout: float, what: str):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_workers_report_a_failed_reload_and_restart_a_failing_worker_with_backoff(_exported, tmp_path):
+    """Under --workers, a SIGHUP reload of a tampered export left /readyz saying `reload: null`, and a worker that
+    could not start was restarted every half second. Now /readyz names the failure, the old model keeps serving,
+    a failing worker is retried after 1, 2, 4 ... s, and comes back once the export is whole again."""
+    import shutil
+    import signal
+
+    from test_export_folder import reverse_vocab
+
+    out = tmp_path / "export"
+    shutil.copytree(_exported[0], out)
+    original_vocab = (out / "vocab.txt").read_bytes()
+    with running_server(out, "--workers", "2", "--threads", "1") as (base, proc):
+        def readyz():
+            return httpx.get(f"{base}/readyz", headers=AUTH, timeout=10).json()
+
+        version = readyz()["model_version"]
+        reverse_vocab(out)
+        proc.send_signal(signal.SIGHUP)
+        reload = _wait_for(lambda: (readyz().get("reload") or None), 90, "the reload's outcome in /readyz")
+        assert reload["ok"] is False and "parity" in reload["error"], reload
+        answer = httpx.post(f"{base}/v1/predict", headers=AUTH, json={"texts": ["很好"]}, timeout=30)
+        assert answer.status_code == 200 and answer.json()["model_version"] == version
+
+        workers = [p for p in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+        workers[0].kill()  # its replacement loads the tampered export, fails, and is retried with backoff
+        status = _wait_for(lambda: (w := readyz().get("workers")) and w.get("failures_in_a_row", 0) >= 2 and w,
+                           90, "two failed restarts")
+        assert status["failing"] is True and "parity" in status["last_error"]
+        assert status["next_attempt_in_s"] == 2 ** (status["failures_in_a_row"] - 1)
+        assert proc.poll() is None  # the healthy worker kept the server up
+        (out / "vocab.txt").write_bytes(original_vocab)
+        _wait_for(lambda: readyz().get("workers", {}).get("failing") is False, 90, "the worker back in service")
+        assert httpx.post(f"{base}/v1/predict", headers=AUTH, json={"texts": ["很好"]}, timeout=30).status_code == 200
