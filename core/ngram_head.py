@@ -33,14 +33,18 @@ def ngram_keys(input_ids, vocab_size: int, buckets: int, pad_id: int):
 
     Keys are exact (id1 * V + id2, and so on, offset per order) before the modulo, so they never overflow int64 for
     vocabularies under two million tokens."""
-    v = vocab_size
+    # Constants as int64 tensors, never Python numbers: `ids * 5562` becomes Paddle's `scale` op, which paddle2onnx
+    # computes in float32, and keys past 2^24 then lose their last digits in ONNX (its answers differed).
+    def const(value):
+        return paddle.full([1], value, dtype=input_ids.dtype)
+
+    v = const(vocab_size)
     keep = (input_ids != pad_id).astype("float32")
     bigram = input_ids[:, :-1] * v + input_ids[:, 1:]
     trigram = bigram[:, :-1] * v + input_ids[:, 2:]
     grams = ((input_ids, keep), (bigram + v, keep[:, 1:] * keep[:, :-1]),
-             (trigram + v + v * v, keep[:, 2:] * keep[:, 1:-1] * keep[:, :-2]))
-    modulus = paddle.full([1], buckets, dtype=input_ids.dtype)
-    return [(paddle.remainder(key, modulus), mask) for key, mask in grams]
+             (trigram + const(vocab_size + vocab_size * vocab_size), keep[:, 2:] * keep[:, 1:-1] * keep[:, :-2]))
+    return [(paddle.remainder(key, const(buckets)), mask) for key, mask in grams]
 
 
 @cache

@@ -104,3 +104,25 @@ def test_the_hidden_loss_is_refused_with_the_head_in_one_line():
 
     with pytest.raises(SentiError, match="hidden-state loss needs a student without the n-gram head"):
         DistillConfig(teacher="t", dataset="d", output_dir="o", hidden_loss=True, ngram_buckets=BUCKETS)
+
+
+def test_the_keys_are_the_same_in_onnx_for_a_real_vocabulary_size(tmp_path):
+    """With a 5,562-token vocabulary trigram keys pass 2^24: multiplying by a Python int became Paddle's `scale`
+    op, which paddle2onnx computes in float32, and ONNX answered differently from the dynamic graph."""
+    import onnxruntime as ort
+    import paddle
+    from paddle.static import InputSpec
+
+    from senti.core.ngram_head import DEFAULT_BUCKETS, ngram_keys
+
+    class Keys(paddle.nn.Layer):
+        def forward(self, input_ids):
+            return paddle.concat([key for key, _ in ngram_keys(input_ids, 5562, DEFAULT_BUCKETS, 0)], axis=1)
+
+    ids = np.random.default_rng(0).integers(1, 5562, size=(3, 40)).astype("int64")
+    expected = Keys()(paddle.to_tensor(ids)).numpy()
+    paddle.onnx.export(Keys(), str(tmp_path / "keys"), input_spec=[InputSpec([None, None], "int64", "input_ids")],
+                       opset_version=14)
+    session = ort.InferenceSession(str(tmp_path / "keys.onnx"), providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: ids})[0]
+    assert (got == expected).all(), int((got != expected).sum())
