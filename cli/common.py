@@ -34,7 +34,7 @@ def run_data_parallel(config, device_ids: list[str]) -> dict:
 
     from senti.core import layout
     from senti.toolkit.distributed import launch_training
-    from senti.toolkit.train import launcher_device
+    from senti.toolkit.run import launcher_device
 
     config.device = launcher_device(config.device)
     console.print(f"data-parallel {config.KIND} on {len(device_ids)} {config.device} workers")

