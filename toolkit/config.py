@@ -93,13 +93,16 @@ class RunConfig:
         write_json_atomic(Path(folder) / self.FILE, self.to_json())
 
 
+DEFAULT_SEQ_LEN = 128  # tokens per text for a new model, [CLS] and [SEP] included
+
+
 @dataclass(kw_only=True)
 class TrainConfig(RunConfig):
     KIND: ClassVar[str] = "training"
     FILE: ClassVar[str] = layout.TRAIN_CONFIG
 
     model: str
-    max_seq_len: int = 128
+    max_seq_len: int | None = None  # None: a checkpoint's own when continuing one, else DEFAULT_SEQ_LEN
     text_column: str | None = None
     label_column: str | None = None
     replay: str | None = None  # old training data mixed in when continuing a checkpoint (against forgetting)
@@ -110,8 +113,7 @@ class TrainConfig(RunConfig):
     ngram_buckets: int = DEFAULT_BUCKETS
 
     def checks(self):
-        return super().checks() + [(self.max_seq_len is not None, "max_seq_len must be set"),
-                                   (0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]"),
+        return super().checks() + [(0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]"),
                                    (self.ngram_buckets >= 0, "ngram_buckets must be 0 (no n-gram head) or more")]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -10,13 +10,13 @@ import numpy as np
 from senti.core import layout
 from senti.core.artifacts import SplitRecipe
 from senti.core.batching import pad_batch
-from senti.core.checkpoint import CheckpointMeta
+from senti.core.checkpoint import CheckpointMeta, read_meta
 from senti.core.errors import SentiError
 from senti.toolkit.batching import encode_texts
 from senti.toolkit.checkpoint import versions
-from senti.toolkit.config import TrainConfig
+from senti.toolkit.config import DEFAULT_SEQ_LEN, TrainConfig
 from senti.toolkit.data import data_fingerprint, load_recipe
-from senti.toolkit.models import build_model, default_lr
+from senti.toolkit.models import build_model, default_lr, is_checkpoint
 from senti.toolkit.run import ClassifierRun, resolve_precision
 
 
@@ -31,6 +31,10 @@ class TrainRun(ClassifierRun):
         import paddle
         import paddle.distributed as dist
 
+        if self.config.max_seq_len is None:  # continuing a checkpoint keeps the length it was trained at
+            spec = Path(self.config.model).expanduser()
+            own = read_meta(spec).max_seq_len if spec.is_dir() and is_checkpoint(spec) else DEFAULT_SEQ_LEN
+            self.config = replace(self.config, max_seq_len=own)
         config, say = self.config, self.say
         if self.world > 1:
             dist.init_parallel_env()

@@ -258,3 +258,17 @@ def test_select_with_a_checkpoint_reads_only_the_head_of_a_huge_text(tiny_checkp
     started = time.monotonic()
     assert score([huge]).shape == (1, len(labels))
     assert time.monotonic() - started < 3.0
+
+
+def test_continuing_a_checkpoint_keeps_its_sequence_length_by_default(tmp_path):
+    """The surge loop continued a 256-token model at `senti train`'s 128 without a word; now a continued checkpoint
+    keeps its own length unless --max-seq-len says otherwise, and a new model still gets 128."""
+    data = write_folder(tmp_path / "data", synthetic_rows(200, seed=1), synthetic_rows(40, seed=2))
+    train_tiny(tmp_path / "parent", data, max_seq_len=64, epochs=1)
+    train_tiny(tmp_path / "child", data, model=str(tmp_path / "parent"), epochs=1)
+    train_tiny(tmp_path / "fresh", data, epochs=1, max_steps=2)
+
+    def length(name):
+        return json.loads((tmp_path / name / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["max_seq_len"]
+
+    assert (length("parent"), length("child"), length("fresh")) == (64, 64, 128)
