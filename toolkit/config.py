@@ -162,3 +162,17 @@ class DistillConfig(RunConfig):
         if self.hidden_loss:
             weights["hidden"] = self.hidden_weight
         return weights
+
+
+def parse_loss_weights(text: str | None) -> dict[str, float] | None:
+    """`soft=0.7,hard=0.3` (as `senti distill --loss-weights` takes it) -> {"soft": 0.7, "hard": 0.3}."""
+    if not text:
+        return None
+    weights = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            raise SentiError(f"--loss-weights {item}: expected NAME=WEIGHT") from None
+    return weights

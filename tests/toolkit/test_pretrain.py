@@ -146,7 +146,8 @@ def test_a_paddlenlp_folder_fine_tunes_with_a_fresh_head(tmp_path, binary_folder
     folder = _paddlenlp_folder(tmp_path / "ernie", head=head, legacy=legacy)
     metrics = train_tiny(tmp_path / "out", binary_folder, model=str(folder), epochs=1, max_steps=3)
     report = metrics["model"]["loaded"]
-    assert "fresh head (classifier.weight, classifier.bias)" in report and "left random" not in report
+    # The head is fresh (the n-gram head, on by default, is part of it); no encoder tensor is left random.
+    assert "fresh head (classifier.weight, classifier.bias, ngram_table.weight)" in report and "left random" not in report
 
 
 def test_a_pickled_folder_needs_trust_and_a_foreign_folder_is_refused(tmp_path, binary_folder):
