@@ -28,12 +28,12 @@ WEIGHT_GRID = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 1000.0)
 
 
 def ngram_keys(input_ids, vocab_size: int, buckets: int, pad_id: int):
-    import paddle
-
     """[(bucket ids [B, T-n+1], mask [B, T-n+1]) for n = 1, 2, 3]: every n-gram of ids without padding.
 
     Keys are exact (id1 * V + id2, and so on, offset per order) before the modulo, so they never overflow int64 for
     vocabularies under two million tokens."""
+    import paddle
+
     # Constants as int64 tensors, never Python numbers: `ids * 5562` becomes Paddle's `scale` op, which paddle2onnx
     # computes in float32, and keys past 2^24 then lose their last digits in ONNX (its answers differed).
     def const(value):
@@ -108,10 +108,15 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
     return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
+def combine_numpy(deep: np.ndarray, wide: np.ndarray, weight: float) -> np.ndarray:
+    """`combine` on arrays: what the model answers for these two sides' logits at `weight`."""
+    deep, wide = _log_softmax(deep.astype(np.float64)), _log_softmax(wide.astype(np.float64))
+    return (deep + weight * wide) / (1.0 + weight)
+
+
 def best_weight(deep: np.ndarray, wide: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
     """(weight, accuracy): the WEIGHT_GRID value whose combination of the two sides' logits is most accurate on
     `gold` (the smallest such weight on ties)."""
-    deep, wide = _log_softmax(deep.astype(np.float64)), _log_softmax(wide.astype(np.float64))
-    scored = [(float(((deep + w * wide).argmax(1) == gold).mean()), -w) for w in WEIGHT_GRID]
+    scored = [(float((combine_numpy(deep, wide, w).argmax(1) == gold).mean()), -w) for w in WEIGHT_GRID]
     accuracy, weight = max(scored)
     return -weight, accuracy

@@ -145,13 +145,15 @@ def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", b
     return evaluate_checkpoint(model_dir, dataset, split, batch_size, trust_pickle, baseline)
 
 
-def choose_ngram_weight(model, dev_ids, dev_y) -> dict:
+def choose_ngram_weight(model, dev_ids, dev_y) -> tuple[dict, np.ndarray]:
     """Set the n-gram side's weight to the one most accurate on dev (core.ngram_head.WEIGHT_GRID); returns the
-    record's fields: the weight and each side's dev accuracy alone."""
-    from senti.core.ngram_head import best_weight
+    record's fields (the weight and each side's dev accuracy alone) and the model's dev logits at that weight,
+    from the same one pass over dev."""
+    from senti.core.ngram_head import best_weight, combine_numpy
 
     deep, wide = predict_logits(model, dev_ids, parts=True)
     weight, _ = best_weight(deep, wide, dev_y)
     model.config.ngram_weight = weight
-    return {"ngram_weight": weight, "dev_accuracy_ernie": float((deep.argmax(1) == dev_y).mean()),
-            "dev_accuracy_ngram": float((wide.argmax(1) == dev_y).mean())}
+    fields = {"ngram_weight": weight, "dev_accuracy_ernie": float((deep.argmax(1) == dev_y).mean()),
+              "dev_accuracy_ngram": float((wide.argmax(1) == dev_y).mean())}
+    return fields, combine_numpy(deep, wide, weight)

@@ -135,8 +135,11 @@ class ClassifierRun:
 
     def evaluate(self, epoch: int, step: int) -> dict:
         """The dev record: accuracy and macro-F1, and with the n-gram head its dev-chosen weight and each side alone."""
-        extra = choose_ngram_weight(self.model, self.dev_ids, self.dev_y) if self.two_sided else {}
-        result = classification_metrics(self.dev_y, predict_logits(self.model, self.dev_ids).argmax(1), self.labels)
+        if self.two_sided:  # one pass over dev gives both sides; the answer at the chosen weight follows from them
+            extra, logits = choose_ngram_weight(self.model, self.dev_ids, self.dev_y)
+        else:
+            extra, logits = {}, predict_logits(self.model, self.dev_ids)
+        result = classification_metrics(self.dev_y, logits.argmax(1), self.labels)
         return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"],
                 **extra}
 
