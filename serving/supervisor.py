@@ -66,39 +66,31 @@ class Supervisor(Multiprocess):
         super().init_processes()
         self.fresh = set(range(len(self.processes)))
 
-    def _failure_reason(self, pid: int | None) -> str | None:
+    def _failure_reason(self, pid: int | None = None, since: float | None = None) -> str | None:
+        """The reason a worker wrote before it exited: that of `pid`, or any written after `since`."""
         try:
             data = json.loads((self.status_dir / FAILURE_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return data.get("error") if data.get("pid") == pid else None
+        mine = data.get("pid") == pid if since is None else data.get("at", 0) >= since
+        return data.get("error") if mine else None
 
     def restart_all(self) -> None:
-        """uvicorn's rolling restart, its outcome written for /readyz."""
-        replaced = 0
-        for idx, old in enumerate(self.processes):
-            if self.should_exit.is_set():
-                return
-            new = Process(self.config, self.sockets)
-            new.start()
-            if not new.wait_until_ready(self.config.timeout_worker_healthcheck, self.should_exit):
-                new.kill()
-                new.join()
-                if self.should_exit.is_set():
-                    return
-                reason = self._failure_reason(new.pid) or "the new worker was not ready in time"
-                logger.error(f"reload failed, the workers keep the model they had: {reason}")
-                write_json_atomic(self.status_dir / RELOAD_FILE, {"ok": False, "error": reason, "at": time.time(),
-                                                                  "workers_replaced": replaced})
-                return
-            old.terminate()
-            old.join()
-            self.processes[idx] = new
+        """uvicorn's rolling restart (a replacement that is not ready is dropped, the old worker kept and the
+        restart stopped), its outcome written for /readyz."""
+        started, before = time.time(), list(self.processes)
+        super().restart_all()
+        if self.should_exit.is_set():
+            return
+        replaced = [i for i, (old, now) in enumerate(zip(before, self.processes)) if old is not now]
+        for idx in replaced:  # a replaced slot is no longer waiting for a restart, nor unproven
             self.waiting.pop(idx, None)
             self.fresh.discard(idx)
-            replaced += 1
-        write_json_atomic(self.status_dir / RELOAD_FILE, {"ok": True, "at": time.time(),
-                                                          "workers_replaced": replaced})
+        record = {"ok": len(replaced) == len(self.processes), "at": time.time(), "workers_replaced": len(replaced)}
+        if not record["ok"]:
+            record["error"] = self._failure_reason(since=started) or "the new worker was not ready in time"
+            logger.error(f"reload failed, the workers keep the model they had: {record['error']}")
+        write_json_atomic(self.status_dir / RELOAD_FILE, record)
 
     def keep_subprocess_alive(self) -> None:
         if self.should_exit.is_set():
