@@ -129,4 +129,6 @@ class FastTokenizer:
         return [self.cls_id, *ids[:budget], self.sep_id], len(ids) > budget
 
     def __call__(self, texts: list[str], max_seq_len: int) -> list[list[int]]:
-        return [self.with_specials(ids, max_seq_len)[0] for ids in self.encode_batch(texts)]
+        """[CLS] ids [SEP] of each text cut to `max_seq_len`, reading only as much of a long text as that takes."""
+        return [self.with_specials(ids, max_seq_len)[0]
+                for ids in self.encode_batch(texts, need=text_budget(max_seq_len))]

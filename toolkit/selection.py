@@ -79,7 +79,6 @@ def load_scorer(model: Path, trust_pickle: bool = False):
         predictor = Predictor.load(model)
         return (lambda texts: softmax(predictor.logits(texts, 64)[0])), predictor.labels, predictor.version
     from senti.core.checkpoint import load_checkpoint
-    from senti.core.sequence import text_budget
     from senti.serving.tokenizer import FastTokenizer
     from senti.toolkit.evaluate import predict_logits
 
@@ -87,11 +86,9 @@ def load_scorer(model: Path, trust_pickle: bool = False):
     # The serving tokenizer (the same ids as the checkpoint's, as every export's parity check proves) reads only
     # the head of a long text: a pool's 1 MB line costs what the model reads, not 10 s of PaddleNLP's tokenizer.
     fast = FastTokenizer(Path(model) / layout.VOCAB, do_lower_case=bool(meta.tokenizer.get("do_lower_case", True)))
-    need = text_budget(meta.max_seq_len)
 
     def score(texts):
-        encoded = [fast.with_specials(ids, meta.max_seq_len)[0] for ids in fast.encode_batch(texts, need=need)]
-        return softmax(predict_logits(net, encoded, 64))
+        return softmax(predict_logits(net, fast(texts, meta.max_seq_len), 64))
 
     return score, meta.labels, f"checkpoint {Path(model).resolve().name}"
 
