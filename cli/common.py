@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -26,19 +26,46 @@ def choices(name: str, values) -> Any:
     return Enum(name, {v.replace("-", "_"): v for v in values}, type=str)
 
 
-def run_data_parallel(config, device_ids: list[str]) -> dict:
-    """Launch `config` (training or pretraining) on several workers through paddle.distributed.launch and read
-    back the metrics rank 0 wrote."""
+Nnodes = Annotated[Optional[int], typer.Option(
+    help="Machines in the run; every node runs the same command (default: PADDLE_NNODES, else 1).", min=1)]
+NodeRank = Annotated[Optional[int], typer.Option(
+    help="This node's number, 0 to nnodes-1; node 0 hosts --master and writes the output (default: PADDLE_RANK).")]
+Master = Annotated[Optional[str], typer.Option(help="HOST:PORT on node 0 where the nodes meet, the same on every "
+                                                    "node (default: PADDLE_MASTER).")]
+JoinTimeout = Annotated[float, typer.Option(help="Seconds to wait for every node to join before giving up.", min=1)]
+
+
+def parallel_plan(devices: str | None, nnodes: int | None, node_rank: int | None, master: str | None,
+                  join_timeout: float):
+    """(device ids, Cluster) when the run goes through paddle.distributed.launch (several devices on this node,
+    or several nodes), else ([], None)."""
+    from senti.toolkit.cluster import Cluster
+
+    device_ids = [d.strip() for d in devices.split(",") if d.strip()] if devices else []
+    cluster = Cluster.from_options(nnodes, node_rank, master, join_timeout)
+    return device_ids, cluster if (len(device_ids) > 1 or cluster.several) else None
+
+
+def run_data_parallel(config, device_ids: list[str], cluster) -> dict | None:
+    """Launch `config` (training, distillation or pretraining) on this node's workers through
+    paddle.distributed.launch and read back the metrics rank 0 wrote (None on the other nodes, which keep none)."""
     import json
     from pathlib import Path
 
     from senti.core import layout
-    from senti.toolkit.distributed import launch_training
+    from senti.core.runtime import configure_runtime
+    from senti.toolkit.cluster import launch_training
     from senti.toolkit.run import launcher_device
 
+    configure_runtime(config.threads)  # the workers inherit the thread settings from the start
     config.device = launcher_device(config.device)
-    console.print(f"data-parallel {config.KIND} on {len(device_ids)} {config.device} workers")
-    launch_training(config, device_ids)
+    where = f", node {cluster.node_rank} of {cluster.nnodes} (master {cluster.master})" if cluster.several else ""
+    console.print(f"data-parallel {config.KIND} on {max(1, len(device_ids))} {config.device} worker(s){where}")
+    log_dir = launch_training(config, device_ids, cluster)
+    if cluster.node_rank != 0:
+        console.print(f"node {cluster.node_rank} done (logs in {log_dir}); node 0 wrote the output to "
+                      f"{config.output_dir} on its machine")
+        return None
     return json.loads((Path(config.output_dir) / layout.METRICS).read_text(encoding="utf-8"))
 
 

@@ -9,8 +9,13 @@ import typer
 
 from senti.cli.common import (
     TRUST_PICKLE_HELP,
+    JoinTimeout,
+    Master,
+    Nnodes,
+    NodeRank,
     choices,
     console,
+    parallel_plan,
     quiet,
     run_data_parallel,
     say,
@@ -50,6 +55,10 @@ def pretrain(
     devices: Annotated[Optional[str], typer.Option(
         help="Data-parallel through paddle.distributed.launch: comma-separated device ids, or on CPU one entry "
              "per process (e.g. 0,1).")] = None,
+    nnodes: Nnodes = None,
+    node_rank: NodeRank = None,
+    master: Master = None,
+    join_timeout: JoinTimeout = 300.0,
     overwrite: Annotated[bool, typer.Option(help="Start over in a folder that already holds a model.")] = False,
     trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
 ):
@@ -62,13 +71,15 @@ def pretrain(
             max_minutes=max_minutes, batch_size=batch_size, max_seq_len=max_seq_len, lr=lr, warmup=warmup,
             masking=masking.value, mask_rate=mask_rate, save_every=save_every, snapshots=snapshots, seed=seed, threads=threads,
             overwrite=overwrite, trust_pickle=trust_pickle, device="cpu")
-        device_ids = [d.strip() for d in devices.split(",") if d.strip()] if devices else []
-        if len(device_ids) > 1:
-            metrics = run_data_parallel(config, device_ids)
+        device_ids, cluster = parallel_plan(devices, nnodes, node_rank, master, join_timeout)
+        if cluster:
+            metrics = run_data_parallel(config, device_ids, cluster)
         else:
             quiet(threads)
             with step_progress() as progress:
                 metrics = run_pretraining(config, say=say, progress=progress)
+    if metrics is None:  # another node than 0: node 0 has the output
+        return
     last = metrics["evaluations"][-1] if metrics["evaluations"] else None
     steps = metrics["steps"]
     rate = steps[-1]["tokens_per_s"] if steps else 0

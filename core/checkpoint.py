@@ -32,6 +32,7 @@ class CheckpointMeta(ArtifactMeta):
     dev: dict | None = None  # the evaluation this checkpoint was kept for
     lineage: dict | None = None  # continued from: parent checkpoint (path, version), new and replayed datasets
     precision: str | None = None
+    parallel: dict | None = None  # {world_size, nodes} of the run that wrote it
 
     def problem(self) -> str | None:
         if self.data is not None and not (isinstance(self.data, dict) and "dataset" in self.data and

@@ -267,7 +267,7 @@ class DistillRun(ClassifierRun):
         self.model, self.teacher, self.tokenizer, self.labels = student, teacher, tokenizer, labels
         self.splits, self.max_len, self.extra_stats = splits, max_len, extra_stats
         self.meta = checkpoint_meta("senti distill", labels, max_len, tokenizer, s_source, versions(), recipe)
-        self.metrics = {"written_by": "senti distill", "model": s_source, "device": self.device, "world_size": 1,
+        self.metrics = {"written_by": "senti distill", "model": s_source, "device": self.device, "world_size": self.world,
                         "precision": self.precision, "amp_requested": config.amp, "versions": versions(),
                         "runtime": self.runtime,
                         "data": {**splits.stats(), "extra_texts": extra_stats, "truncated_texts": {"train": cut}}}
@@ -299,6 +299,8 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     """Distill per `config`; writes an ordinary checkpoint plus distill.json; returns distill.json's content."""
     run = DistillRun(config, say, progress)
     metrics = run.run()
+    if not run.main:  # rank 0 alone has the checkpoint (and writes the report)
+        return {}
     report = _report(run.config, run.out, run.teacher, run.model, run.teacher_dev, metrics, run.splits, run.tokenizer,
                      run.max_len, run.labels, run.extra_stats, run.mix)
     write_json_atomic(run.out / layout.DISTILL_META, report)

@@ -9,6 +9,7 @@ The output folder is a PaddleNLP folder (`ErnieForMaskedLM`, safetensors) plus `
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +26,7 @@ from senti.serving.tokenizer import FastTokenizer
 from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
 from senti.toolkit.config import RunConfig
 from senti.toolkit.corpus import TokenizedCorpus, tokenize_corpus
+from senti.toolkit.distributed import census, join, node_of, nodes
 from senti.toolkit.loop import make_optimizer, optimizer_step
 from senti.toolkit.masking import MASKINGS, mask_batch
 from senti.toolkit.models import load_weights
@@ -84,6 +86,7 @@ class PretrainMeta:
     meta_version: int = layout.META_VERSION
     elapsed_minutes: float = 0.0
     lineage: dict | None = None
+    parallel: dict | None = None  # {world_size, nodes} of the run that wrote it
     extra: dict = field(default_factory=dict)
 
     def write(self, folder: Path) -> None:
@@ -135,8 +138,6 @@ class PretrainRun:
 
         self.world, self.rank = dist.get_world_size(), dist.get_rank()
         self.main = self.rank == 0
-        if self.world > 1:
-            dist.init_parallel_env()
         self.say = say if self.main else (lambda _: None)
         self.progress = progress if self.main else None
         self.out = Path(config.output_dir)
@@ -158,6 +159,9 @@ class PretrainRun:
                             rate=config.mask_rate, whole_word=config.masking == "word", cls_id=tokenizer.cls_token_id,
                             sep_id=tokenizer.sep_token_id, pad_id=tokenizer.pad_token_id)
         self.hashes_kept = False
+        self.vocab_sha256 = hashlib.sha256(Path(vocab_file).read_bytes()).hexdigest()
+        if self.world > 1:
+            join(self.agreement())
         self.net = paddle.DataParallel(self.model) if self.world > 1 else self.model
         order = np.random.default_rng(config.seed).permutation(len(self.corpus))
         n_held = min(HELDOUT_MAX, max(1, int(len(self.corpus) * HELDOUT_SHARE))) if len(self.corpus) > 1 else 0
@@ -165,16 +169,30 @@ class PretrainRun:
         self.held_batches = [self.batch(order[i:min(i + config.batch_size, n_held)], [config.seed, 1, i])
                              for i in range(0, n_held, config.batch_size)]
 
+    def agreement(self) -> dict:
+        """What every worker must share (not paths or threads): the settings, the corpus, the vocabulary and the
+        step a resumed run starts at (a node without the folder's state would start over)."""
+        local = {"output_dir", "threads", "overwrite", "device", "trust_pickle", "model", "corpus"}
+        return {**{k: v for k, v in self.config.to_json().items() if k not in local},
+                "corpus_texts_sha256": hashlib.sha256((self.cache / "text_hashes.npy").read_bytes()).hexdigest(),
+                "corpus_tokens": self.corpus.stats["tokens"], "vocab_sha256": self.vocab_sha256,
+                "resume_step": self.state["step"] if self.state else None}
+
     def _tokenize(self):
-        """The corpus tokenized once into memory-mapped arrays (rank 0), opened by every worker."""
+        """The corpus tokenized once per node into memory-mapped arrays (by the node's first worker), opened by
+        every worker. The others wait in the group's rendezvous, which outlasts gloo's 30-s limit."""
+        import os
+
         import paddle.distributed as dist
 
-        cache, started = self.out / ".corpus", time.perf_counter()
-        if self.main:
+        node = node_of(self.rank)
+        cache, started = self.out / (".corpus" if node == 0 else f".corpus-node{node}"), time.perf_counter()
+        self.cache = cache
+        if int(os.environ.get("PADDLE_LOCAL_RANK", "0") or 0) == 0:
             tokenize_corpus(self.config.corpus, self.fast, cache, text_budget(self.config.max_seq_len),
                             self.config.seed, words=self.config.masking == "word")
-        if self.world > 1:
-            dist.barrier()
+        elif self.world > 1:
+            dist.init_parallel_env()
         corpus = TokenizedCorpus.open(cache)
         stats = corpus.stats
         self.say(f"corpus: {stats['texts']:,} texts, {stats['sequences']:,} sequences, {stats['tokens']:,} tokens "
@@ -232,7 +250,8 @@ class PretrainRun:
             corpus={"sources": stats["corpora"], "fingerprint": stats["fingerprint"], "tokens": stats["tokens"],
                     "sequences": stats["sequences"], "unk_rate": stats["unk_rate"]},
             masking={"kind": self.config.masking, "rate": self.config.mask_rate, "split": "80/10/10"},
-            heldout=record, elapsed_minutes=round(elapsed_minutes, 2))
+            heldout=record, elapsed_minutes=round(elapsed_minutes, 2),
+            parallel={"world_size": self.world, "nodes": nodes()})
         state = {"step": step, "elapsed_minutes": elapsed_minutes, "metrics": self.metrics}
         save_checkpoint(self.model, self.tokenizer, self.out, meta, self.config, extra={
             layout.PRETRAIN_STATE: lambda path: save_state(self.optimizer, self.model, path, state)})
@@ -255,7 +274,7 @@ class PretrainRun:
         self.optimizer, schedule = make_optimizer(list(self.model.named_parameters()), config, total)
         self.metrics = self.state["metrics"] if self.state else {
             "written_by": "senti pretrain", "model": self.source, "corpus": self.corpus.stats,
-            "runtime": runtime_record(), "world_size": self.world, "versions": versions(), "steps": [],
+            "runtime": runtime_record(), "world_size": self.world, "nodes": nodes(), "versions": versions(), "steps": [],
             "evaluations": [], "interrupted": None}
         step = self.state["step"] if self.state else 0
         if self.state:
@@ -292,6 +311,7 @@ class PretrainRun:
                         break
             if stop.signal:
                 self.metrics["interrupted"] = {"signal": stop.signal, "step": step}
+        self.metrics["workers"] = census(self.model, step, self.world)
         if self.main:
             write_json_atomic(self.out / layout.METRICS, self.metrics)
             plot_pretraining_curves(self.metrics, self.out / layout.CURVES_PNG)

@@ -84,8 +84,8 @@ def finish_run(out: Path, metrics: dict) -> None:
 
 class ClassifierRun:
     """A run's shared state and steps; `prepare` must set `model`, `tokenizer`, `labels`, `train_ids`, `dev_ids`,
-    `dev_y`, `meta` (a CheckpointMeta), `precision` and `metrics`; it may set `net` (a DataParallel wrapper) and
-    `extra_parameters` (more (name, parameter) pairs that train)."""
+    `dev_y`, `meta` (a CheckpointMeta), `precision` and `metrics`; it may set `extra_parameters` (more (name,
+    parameter) pairs that train). With several workers `run` wraps the model in DataParallel as `net`."""
 
     def __init__(self, config, say=print, progress=None):
         import paddle.distributed as dist
@@ -147,14 +147,41 @@ class ClassifierRun:
         save_checkpoint(self.model, self.tokenizer, self.out, replace(self.meta, dev=record, precision=self.precision),
                         self.config)
 
+    def agreement(self) -> dict:
+        """What every worker must share: the settings that shape training and the data as encoded (so a different
+        file, vocabulary or length shows), not paths or threads, which may differ between machines."""
+        import hashlib
+
+        import numpy as np
+
+        local = {"output_dir", "threads", "overwrite", "device", "trust_pickle", "dataset", "model", "replay",
+                 "teacher", "student", "extra_texts"}
+        data = hashlib.sha256()
+        for ids in (*self.train_ids, *self.dev_ids):
+            data.update(np.asarray(ids, dtype=np.int64).tobytes())
+        return {**{k: v for k, v in self.config.to_json().items() if k not in local}, "data_sha256": data.hexdigest(),
+                "labels": list(self.labels)}
+
     def run(self) -> dict:
-        """Prepare, train, write metrics.json and the curves; returns the metrics (raises if interrupted)."""
+        """Prepare, join the other workers, train, write metrics.json and the curves; returns the metrics (raises
+        if interrupted). What one rank does alone happens in `prepare`, before the group exists."""
+        import paddle
+
+        from senti.toolkit.distributed import census, join, nodes
+
         self.prepare()
+        if self.world > 1:
+            join(self.agreement())
+            self.net = paddle.DataParallel(self.model)  # starts every replica from rank 0's weights
+        parallel = {"world_size": self.world, "nodes": nodes()}
+        self.metrics.update(parallel)
+        self.meta = replace(self.meta, parallel=parallel)
         if self.main:
             self.out.mkdir(parents=True, exist_ok=True)  # the settings are saved with the first checkpoint
         fit(self.net or self.model, self.model, self.config, [len(e) for e in self.train_ids], self.loss,
             self.evaluate, self.save, self.precision, self.metrics, say=self.say, progress=self.progress,
             extra_parameters=self.extra_parameters)
+        self.metrics["workers"] = census(self.model, len(self.metrics["step_losses"]), self.world)
         if self.main:
             finish_run(self.out, self.metrics)
         raise_if_interrupted(self.metrics, self.out)

@@ -22,22 +22,19 @@ from senti.toolkit.run import ClassifierRun, resolve_precision
 
 class TrainRun(ClassifierRun):
     """`senti train`: the data (with replay), the model (a preset, a folder, a checkpoint or a hub name), one
-    cross-entropy per side of the model; data-parallel when launched so."""
+    cross-entropy per side of the model."""
 
     def default_lr(self, config) -> tuple[float, str]:
         return default_lr(config.model)
 
     def prepare(self) -> None:
         import paddle
-        import paddle.distributed as dist
 
         if self.config.max_seq_len is None:  # continuing a checkpoint keeps the length it was trained at
             spec = Path(self.config.model).expanduser()
             own = read_meta(spec).max_seq_len if spec.is_dir() and is_checkpoint(spec) else DEFAULT_SEQ_LEN
             self.config = replace(self.config, max_seq_len=own)
         config, say = self.config, self.say
-        if self.world > 1:
-            dist.init_parallel_env()
         recipe = SplitRecipe(dataset=config.dataset, seed=config.seed, text_column=config.text_column,
                              label_column=config.label_column,
                              fingerprint=data_fingerprint(config.dataset, config.text_column, config.label_column))
@@ -75,7 +72,6 @@ class TrainRun(ClassifierRun):
         self.precision = resolve_precision(config, self.device, say)
         baseline = fit_baseline_figures(splits, train_rows, labels, config.seed, say) if (
             config.baseline and self.main) else None
-        self.net = paddle.DataParallel(model) if self.world > 1 else None
         self.metrics = {
             "written_by": "senti train", "model": source, "device": self.device, "world_size": self.world,
             "precision": self.precision, "amp_requested": config.amp, "versions": versions(),

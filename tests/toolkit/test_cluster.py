@@ -1,0 +1,185 @@
+"""Training across nodes: two `senti` commands on 127.0.0.1, each its own node of Paddle's launcher, one CPU
+worker each, as two machines would run them (sharing one output folder, as on a network file system)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import synthetic_rows, write_folder
+
+from senti.core import layout
+
+SENTI = [sys.executable, "-m", "senti.cli"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_nodes(args: list[str], port: int, per_node=None, nodes=(0, 1)) -> dict[int, subprocess.Popen]:
+    """One `senti` command a node; `per_node[rank]` adds options to that node's command only."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return {rank: subprocess.Popen(
+        SENTI + args + ["--nnodes", "2", "--node-rank", str(rank), "--master", f"127.0.0.1:{port}", "--threads", "1"]
+        + ([] if args[0] == "pretrain" else ["--device", "cpu"]) + (per_node or {}).get(rank, []),
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in nodes}
+
+
+def _finish(procs: dict[int, subprocess.Popen], timeout: float) -> dict[int, tuple[int, str, str]]:
+    results = {}
+    for rank, proc in procs.items():
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc.pid)
+            out, err = proc.communicate()
+            pytest.fail(f"node {rank} did not end within {timeout} s:\n{out}\n{err}")
+        results[rank] = (proc.returncode, out, err)
+    return results
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a node's every process: senti, the launcher and its workers (which run in their own sessions)."""
+    try:
+        root = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def _digest_of(folder: Path) -> str:
+    from senti.core.checkpoint import load_checkpoint
+    from senti.toolkit.distributed import weights_digest
+
+    model, _, _ = load_checkpoint(folder)
+    return weights_digest(model)
+
+
+@pytest.fixture
+def reviews(tmp_path) -> Path:
+    return write_folder(tmp_path / "reviews", synthetic_rows(600, seed=1), synthetic_rows(120, seed=2),
+                        synthetic_rows(120, seed=3))
+
+
+def test_two_nodes_train_as_one(reviews, tmp_path):
+    out = tmp_path / "model"
+    results = _finish(_start_nodes(["train", "--dataset", str(reviews), "--output-dir", str(out), "--epochs", "1",
+                                    "--batch-size", "16", "--lr", "1e-3", "--no-baseline"], _free_port()), 300)
+    for rank, (code, stdout, stderr) in results.items():
+        assert code == 0, f"node {rank}:\n{stdout}\n{stderr}"
+    assert "node 1 done" in results[1][1]
+    metrics = json.loads((out / layout.METRICS).read_text(encoding="utf-8"))
+    assert (metrics["world_size"], metrics["nodes"]) == (2, 2)
+    workers = metrics["workers"]
+    assert [(w["rank"], w["node"]) for w in workers] == [(0, 0), (1, 1)]
+    assert [w["steps"] for w in workers] == [600 // 16 // 2] * 2  # each node took half of the batches
+    # The replicas ended identical, and the checkpoint (saved at the one evaluation, the end) is those weights.
+    assert workers[0]["weights_sha256"] == workers[1]["weights_sha256"] == _digest_of(out)
+    meta = json.loads((out / layout.CHECKPOINT_META).read_text(encoding="utf-8"))
+    assert meta["parallel"] == {"world_size": 2, "nodes": 2}
+    # Each node kept its own launcher logs; only node 0 wrote the model.
+    assert (out / "launch_logs" / "node-0" / "workerlog.0").is_file()
+    assert (out / "launch_logs" / "node-1" / "workerlog.0").is_file()
+
+
+def test_a_node_that_dies_ends_the_run_on_every_node(tmp_path):
+    data = write_folder(tmp_path / "d", synthetic_rows(4000, seed=1), synthetic_rows(64, seed=2))
+    out = tmp_path / "model"
+    procs = _start_nodes(["train", "--dataset", str(data), "--output-dir", str(out), "--epochs", "5",
+                          "--batch-size", "16", "--lr", "1e-3", "--eval-every", "20", "--no-baseline",
+                          "--ngram-buckets", "0"], _free_port())
+    deadline = time.monotonic() + 240
+    while not (out / layout.CHECKPOINT_META).is_file():  # node 0 has saved a checkpoint
+        assert time.monotonic() < deadline and procs[0].poll() is None, procs[0].communicate()
+        time.sleep(0.5)
+    _kill_tree(procs[1].pid)
+    killed = time.monotonic()
+    code, stdout, stderr = _finish({0: procs[0]}, 120)[0]
+    assert time.monotonic() - killed < 90  # gloo gives up on a lost peer at once, a silent one after 30 s
+    assert code != 0
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: ") and "lost contact with its peers" in lines[-1], stderr
+    assert "Traceback" not in stderr
+    assert len(_digest_of(out)) == 64  # the last complete checkpoint loads
+
+
+def test_nodes_with_different_settings_refuse_on_every_node(reviews, tmp_path):
+    out = tmp_path / "model"
+    results = _finish(_start_nodes(["train", "--dataset", str(reviews), "--output-dir", str(out), "--epochs", "1",
+                                    "--no-baseline"], _free_port(),
+                                   per_node={0: ["--seed", "1"], 1: ["--seed", "2", "--batch-size", "8"]}), 300)
+    for rank, (code, _, stderr) in results.items():
+        assert code == 2, f"node {rank}: {stderr}"
+        assert "the nodes' settings differ" in stderr
+        assert "batch_size: 32 on node 0, 8 on node 1" in stderr and "seed: 1 on node 0, 2 on node 1" in stderr
+    assert not (out / layout.CHECKPOINT_META).exists()
+
+
+def test_an_unreachable_master_ends_with_one_line(reviews, tmp_path):
+    started = time.monotonic()
+    results = _finish(_start_nodes(["train", "--dataset", str(reviews), "--output-dir", str(tmp_path / "m"),
+                                    "--join-timeout", "3"], _free_port(), nodes=(1,)), 120)
+    code, _, stderr = results[1]
+    assert code == 2 and time.monotonic() - started < 90
+    assert stderr.strip().splitlines()[-1].startswith("error: node 1: the master 127.0.0.1:")
+    assert "could not be reached within 3 s" in stderr
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--nnodes", "2", "--node-rank", "2", "--master", "127.0.0.1:1"], "--node-rank 2 is out of range for --nnodes 2"),
+    (["--nnodes", "2", "--node-rank", "1"], "--nnodes 2 needs --master HOST:PORT"),
+    (["--nnodes", "2", "--node-rank", "0", "--master", "nohost"], "--master nohost: expected HOST:PORT"),
+])
+def test_bad_cluster_options_are_one_line(options, message, reviews, tmp_path):
+    result = subprocess.run(SENTI + ["train", "--dataset", str(reviews), "--output-dir", str(tmp_path / "m")] + options,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {message}" or message in result.stderr.strip().splitlines()[-1]
+
+
+def test_the_launchers_environment_stands_in_for_the_options(monkeypatch):
+    from senti.toolkit.cluster import Cluster
+
+    monkeypatch.setenv("PADDLE_NNODES", "3")
+    monkeypatch.setenv("PADDLE_RANK", "2")
+    monkeypatch.setenv("PADDLE_MASTER", "10.0.0.5:29500")
+    assert Cluster.from_options(None, None, None) == Cluster(3, 2, "10.0.0.5:29500")
+    assert Cluster.from_options(None, 0, None).node_rank == 0  # an option wins over the environment
+
+
+def test_two_nodes_pretrain_and_distill(tiny_checkpoint, tmp_path):
+    ckpt, data = tiny_checkpoint
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(text for _, text in synthetic_rows(400, seed=5)) + "\n", encoding="utf-8")
+    pre = tmp_path / "pre"
+    runs = {
+        pre: ["pretrain", "--corpus", str(corpus), "--output-dir", str(pre), "--model", "scratch:tiny",
+              "--max-steps", "6", "--batch-size", "16", "--masking", "char"],
+        tmp_path / "student": ["distill", "--teacher", str(ckpt), "--dataset", str(data), "--output-dir",
+                               str(tmp_path / "student"), "--student", "2l-128h", "--epochs", "1",
+                               "--batch-size", "16"],
+    }
+    for out, args in runs.items():
+        results = _finish(_start_nodes(args, _free_port()), 300)
+        for rank, (code, stdout, stderr) in results.items():
+            assert code == 0, f"{args[0]} node {rank}:\n{stdout}\n{stderr}"
+        metrics = json.loads((out / layout.METRICS).read_text(encoding="utf-8"))
+        workers = metrics["workers"]
+        assert metrics["world_size"] == 2 and [w["node"] for w in workers] == [0, 1]
+        assert workers[0]["weights_sha256"] == workers[1]["weights_sha256"]
+        assert json.loads((out / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["parallel"]["nodes"] == 2

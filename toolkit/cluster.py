@@ -1,0 +1,180 @@
+"""Starting a data-parallel run on this node through `paddle.distributed.launch`, one node or several.
+
+Every node runs the same senti command; Paddle's launcher on each joins the others at `--master` (node 0 serves
+it) and starts this node's workers. The launcher waits for missing nodes forever, so senti bounds that wait
+(`join_timeout`), and it turns what a failed worker left (its one-line error, or gloo's lost-peer error) into
+one line for the user. Workers: `senti.toolkit.distributed`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from senti.core.errors import SentiError
+from senti.toolkit.distributed import ERROR_FILE, PEER_LOST, peer_lost
+
+JOIN_TIMEOUT_S = 300.0  # nodes started by hand on several machines may be minutes apart
+LAUNCH_LOGS = "launch_logs"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where this node stands: how many nodes, which one this is, and the rendezvous address of node 0."""
+
+    nnodes: int = 1
+    node_rank: int = 0
+    master: str | None = None
+    join_timeout: float = JOIN_TIMEOUT_S
+
+    @classmethod
+    def from_options(cls, nnodes: int | None, node_rank: int | None, master: str | None,
+                     join_timeout: float | None = None) -> Cluster:
+        """The options, else the launcher's own environment (PADDLE_NNODES, PADDLE_RANK, PADDLE_MASTER, as a
+        cluster scheduler sets them), else one node; a one-line error for what cannot work."""
+        env = os.environ
+        if "PADDLE_TRAINER_ID" in env:  # already a launched worker: its launcher's variables are not for us
+            env = {}
+        nnodes = nnodes if nnodes is not None else _env_int(env, "PADDLE_NNODES", 1)
+        node_rank = node_rank if node_rank is not None else _env_int(env, "PADDLE_RANK", 0)
+        master = master or env.get("PADDLE_MASTER") or None
+        if nnodes < 1:
+            raise SentiError(f"--nnodes {nnodes}: at least 1")
+        if not 0 <= node_rank < nnodes:
+            raise SentiError(f"--node-rank {node_rank} is out of range for --nnodes {nnodes} (0 to {nnodes - 1})")
+        if nnodes > 1:
+            if not master:
+                raise SentiError(f"--nnodes {nnodes} needs --master HOST:PORT (node 0's address, the same on every "
+                                 "node)")
+            host, _, port = master.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise SentiError(f"--master {master}: expected HOST:PORT, e.g. 10.0.0.5:29500")
+        return cls(nnodes, node_rank, master, JOIN_TIMEOUT_S if join_timeout is None else join_timeout)
+
+    @property
+    def several(self) -> bool:
+        return self.nnodes > 1
+
+
+def _env_int(env, name: str, default: int) -> int:
+    value = env.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise SentiError(f"{name}={value}: expected a whole number") from None
+
+
+def launch_command(config_file: Path, devices: list[str], device: str, log_dir: Path,
+                   cluster: Cluster = Cluster()) -> list[str]:
+    """The launcher's command line for this node (gloo between CPU processes is the launcher's own choice)."""
+    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(log_dir)]
+    if cluster.several:
+        cmd += ["--nnodes", str(cluster.nnodes), "--rank", str(cluster.node_rank), "--master", str(cluster.master)]
+    if device == "cpu":  # the launcher counts CPU processes instead of device ids
+        cmd += ["--nproc_per_node", str(max(1, len(devices)))]
+    elif devices:
+        cmd += ["--devices", ",".join(devices)]
+    worker = Path(__file__).with_name("distributed.py").resolve()
+    return cmd + [str(worker), str(config_file)]
+
+
+def launch_training(config, devices: list[str], cluster: Cluster = Cluster()) -> Path:
+    """Run `config` (a TrainConfig, DistillConfig or PretrainConfig) on this node's `devices` (ids, or one entry
+    per CPU process) as part of `cluster`; return this node's log folder. Raises a one-line SentiError when the
+    nodes do not all join within the timeout or a worker fails."""
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    # Nodes sharing one output folder (a network file system) keep their logs apart.
+    log_dir = out / LAUNCH_LOGS / (f"node-{cluster.node_rank}" if cluster.several else "")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for stale in log_dir.glob(ERROR_FILE.format(rank="*")):
+        stale.unlink()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", dir=out, delete=False) as fh:
+        json.dump({"kind": config.KIND, "settings": config.to_json()}, fh)
+    config_file = Path(fh.name)
+    try:
+        code = _watch(launch_command(config_file, devices, config.device, log_dir, cluster), log_dir, cluster)
+    finally:
+        config_file.unlink(missing_ok=True)
+    if code != 0:
+        raise SentiError(_failure(config, log_dir, code))
+    return log_dir
+
+
+def _watch(cmd: list[str], log_dir: Path, cluster: Cluster) -> int:
+    """Run the launcher; stop it when the nodes have not all joined within the timeout, or when a worker has
+    reported its error and the launcher lingers (it may wait on a master that is gone)."""
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=open(log_dir / "launcher.log", "ab"))
+    started, failed_at = time.monotonic(), None
+    try:
+        while proc.poll() is None:
+            time.sleep(0.5)
+            joined = any(log_dir.glob("workerlog.*"))  # the launcher starts workers once every node is there
+            if not joined and time.monotonic() - started > cluster.join_timeout:
+                _stop(proc)
+                raise SentiError(_join_failure(cluster))
+            if failed_at is None and any(log_dir.glob(ERROR_FILE.format(rank="*"))):
+                failed_at = time.monotonic()
+            if failed_at is not None and time.monotonic() - failed_at > 30:
+                _stop(proc)
+        return proc.returncode
+    except BaseException:
+        _stop(proc)
+        raise
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM the launcher (it stops its workers), then SIGKILL its group if it does not go."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _join_failure(cluster: Cluster) -> str:
+    wait = f"within {cluster.join_timeout:g} s"
+    if cluster.node_rank != 0 and not _reachable(cluster.master):
+        return (f"node {cluster.node_rank}: the master {cluster.master} could not be reached {wait}; start node 0 "
+                "with the same --master, and check the address and firewall")
+    return (f"node {cluster.node_rank}: not all {cluster.nnodes} nodes joined at {cluster.master} {wait}; start the "
+            "same command on every node with its own --node-rank")
+
+
+def _reachable(master: str) -> bool:
+    host, _, port = master.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=3).close()
+        return True
+    except OSError:
+        return False
+
+
+def _failure(config, log_dir: Path, code: int) -> str:
+    """The first worker's own error line, else gloo's lost-peer error from the end of a worker's log, else a
+    pointer to the logs."""
+    for path in sorted(log_dir.glob(ERROR_FILE.format(rank="*"))):
+        message = path.read_text(encoding="utf-8").strip()
+        if message:
+            return message
+    for path in sorted(log_dir.glob("workerlog.*")):
+        with open(path, "rb") as fh:
+            fh.seek(max(0, path.stat().st_size - 8192))
+            tail = fh.read().decode("utf-8", "replace")
+        if "gloo" in tail and any(mark in tail for mark in PEER_LOST):
+            return f"{path.name.replace('workerlog.', 'worker ')} {peer_lost(config.output_dir)}"
+    return f"data-parallel {config.KIND} failed (exit {code}); worker logs in {log_dir}"
