@@ -107,7 +107,7 @@ def launch_training(config, devices: list[str], cluster: Cluster = Cluster()) ->
     finally:
         config_file.unlink(missing_ok=True)
     if code != 0:
-        raise SentiError(_failure(config, log_dir, code))
+        raise SentiError(_failure(config, log_dir, code, cluster))
     return log_dir
 
 
@@ -164,7 +164,7 @@ def _reachable(master: str) -> bool:
         return False
 
 
-def _failure(config, log_dir: Path, code: int) -> str:
+def _failure(config, log_dir: Path, code: int, cluster: Cluster) -> str:
     """The first worker's own error line, else gloo's lost-peer error from the end of a worker's log, else a
     pointer to the logs."""
     for path in sorted(log_dir.glob(ERROR_FILE.format(rank="*"))):
@@ -176,5 +176,5 @@ def _failure(config, log_dir: Path, code: int) -> str:
             fh.seek(max(0, path.stat().st_size - 8192))
             tail = fh.read().decode("utf-8", "replace")
         if "gloo" in tail and any(mark in tail for mark in PEER_LOST):
-            return f"{path.name.replace('workerlog.', 'worker ')} {peer_lost(config.output_dir)}"
+            return f"node {cluster.node_rank}, worker {path.name.split('.')[-1]}: {peer_lost(config.output_dir)}"
     return f"data-parallel {config.KIND} failed (exit {code}); worker logs in {log_dir}"

@@ -122,7 +122,7 @@ def _worker(config_file: str) -> None:
     except RuntimeError as err:
         if not any(mark in str(err) for mark in PEER_LOST):
             raise
-        _report_error(f"rank {os.environ.get('PADDLE_TRAINER_ID', '?')} {peer_lost(settings['output_dir'])}")
+        _report_error(f"rank {os.environ.get('PADDLE_TRAINER_ID', '?')}: {peer_lost(settings['output_dir'])}")
         raise SystemExit(3) from None
 
 

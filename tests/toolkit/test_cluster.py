@@ -120,13 +120,16 @@ def test_a_node_that_dies_ends_the_run_on_every_node(tmp_path):
 
 def test_nodes_with_different_settings_refuse_on_every_node(reviews, tmp_path):
     out = tmp_path / "model"
+    other = write_folder(tmp_path / "other", synthetic_rows(600, seed=4), synthetic_rows(120, seed=2))
     results = _finish(_start_nodes(["train", "--dataset", str(reviews), "--output-dir", str(out), "--epochs", "1",
                                     "--no-baseline"], _free_port(),
-                                   per_node={0: ["--seed", "1"], 1: ["--seed", "2", "--batch-size", "8"]}), 300)
+                                   per_node={0: ["--seed", "1"],
+                                             1: ["--seed", "2", "--batch-size", "8", "--dataset", str(other)]}), 300)
     for rank, (code, _, stderr) in results.items():
         assert code == 2, f"node {rank}: {stderr}"
         assert "the nodes' settings differ" in stderr
         assert "batch_size: 32 on node 0, 8 on node 1" in stderr and "seed: 1 on node 0, 2 on node 1" in stderr
+        assert "data_sha256: " in stderr  # the same path would not do: the rows differ
     assert not (out / layout.CHECKPOINT_META).exists()
 
 
