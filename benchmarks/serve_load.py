@@ -43,10 +43,12 @@ def _tree_cpu(pid: int) -> float:
 
 def in_process(export_dir: Path, texts: list[str], batch_size: int, threads: int, repeats: int = 3) -> dict:
     """The same texts scored by a Predictor in this process: texts/s and CPU-seconds per text (medians)."""
+    from senti.core.batching import new_tally, padding_share
     from senti.serving import Predictor
 
     predictor = Predictor.load(export_dir, threads=threads)
     predictor.predict(texts[:batch_size], batch_size=batch_size)
+    predictor.tally = new_tally()
     walls, cpus = [], []
     for _ in range(repeats):
         w0, c0 = time.perf_counter(), time.process_time()
@@ -54,26 +56,51 @@ def in_process(export_dir: Path, texts: list[str], batch_size: int, threads: int
         walls.append(time.perf_counter() - w0)
         cpus.append(time.process_time() - c0)
     return {"texts": len(texts), "backend": predictor.backend_name, "texts_per_s": len(texts) / float(np.median(walls)),
-            "cpu_s_per_text": float(np.median(cpus)) / len(texts)}
+            "cpu_s_per_text": float(np.median(cpus)) / len(texts), "padding_share": padding_share(predictor.tally),
+            "mean_call_rows": predictor.tally["rows"] / max(predictor.tally["calls"], 1)}
+
+
+def _model_counts(base: str) -> dict:
+    """The server's model-call counters from /metrics (every worker's, when one answers for all)."""
+    import httpx
+
+    counts = {"calls": 0.0, "rows": 0.0, "tokens": 0.0, "padding": 0.0}
+    for line in httpx.get(f"{base}/metrics", timeout=30).text.splitlines():
+        if line.startswith("senti_model_calls_total"):
+            counts["calls"] += float(line.split()[-1])
+        elif line.startswith("senti_model_positions_total"):
+            counts["tokens" if 'kind="token"' in line else "padding"] += float(line.split()[-1])
+        elif line.startswith("senti_windows_total"):
+            counts["rows"] += float(line.split()[-1])
+    return counts
 
 
 def through_server(export_dir: Path, texts: list[str], threads: int, clients: int = 32, requests: int = 2000,
-                   texts_per_request: int = 4, max_batch_size: int = 32, max_wait_ms: float = 5.0, workers: int = 1,
+                   texts_per_request: int = 4, max_batch_size: int = 32, max_wait_ms: float = 5.0,
+                   workers: int | None = None,
                    ort_spinning: bool = False, serve_command: list[str] | None = None, env: dict | None = None,
                    while_loaded=None, cwd: str | None = None) -> dict:
     """Start `senti serve` on loopback, send `requests` requests from `clients` clients (own process), stop it.
 
+    `workers=None` leaves workers x threads to `senti serve` (its default layout, recorded as `placement`);
     `serve_command` replaces `senti serve` (another build, to compare; only the common options are passed);
     `while_loaded(pid)` runs beside the load (a profiler, say).
     """
     import httpx
 
+    from senti.core.runtime import available_cores
+    from senti.serving.placement import choose_placement, model_width
+
     port = free_port()
-    common = ["--model", str(export_dir), "--port", str(port), "--threads", str(max(1, threads // workers)),
-              "--max-batch-size", str(max_batch_size), "--max-wait-ms", str(max_wait_ms),
-              "--max-queue", str(clients * texts_per_request * 4)]
+    chosen = workers is None and not serve_command  # another build is measured on one worker
+    placement = choose_placement(available_cores(), model_width(export_dir)) if chosen else None
+    workers = placement.workers if placement else (workers or 1)
+    common = ["--model", str(export_dir), "--port", str(port), "--max-batch-size", str(max_batch_size),
+              "--max-wait-ms", str(max_wait_ms), "--max-queue", str(clients * texts_per_request * 4)]
+    if not chosen:
+        common += ["--threads", str(max(1, threads // workers))]
     command = (serve_command + common) if serve_command else (
-        [sys.executable, "-m", "senti.cli", "serve", *common, "--workers", str(workers),
+        [sys.executable, "-m", "senti.cli", "serve", *common, *([] if chosen else ["--workers", str(workers)]),
          "--ort-spinning" if ort_spinning else "--no-ort-spinning"])
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     base = f"http://127.0.0.1:{port}"
@@ -85,6 +112,7 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
             spec = Path(tmp) / "spec.json"
             spec.write_text(json.dumps({"port": port, "clients": clients, "requests": requests,
                                         "texts_per_request": texts_per_request, "texts": texts}), encoding="utf-8")
+            counts_before = _model_counts(base) if workers == 1 else None  # with several, each answers alone
             cpu_before = _tree_cpu(proc.pid)
             side = while_loaded(proc.pid) if while_loaded else None
             load = subprocess.run([sys.executable, str(LOADGEN), str(spec)], capture_output=True, text=True,
@@ -96,6 +124,7 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
             raise RuntimeError(f"load generator failed: {load.stderr[-2000:]}")
         result = json.loads(load.stdout)
         metrics = httpx.get(f"{base}/metrics").text
+        counts = {k: v - counts_before[k] for k, v in _model_counts(base).items()} if counts_before else None
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -107,11 +136,16 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
     texts_sent = requests * texts_per_request
     wall = result["wall_seconds"]
     return {"clients": clients, "requests": requests, "texts_per_request": texts_per_request, "workers": workers,
+            "threads": placement.threads if placement else max(1, threads // workers),
+            "placement": {"workers": placement.workers, "threads": placement.threads, "why": placement.why}
+            if placement else None,
             "ort_spinning": ort_spinning, "errors": len(result["errors"]), "wall_seconds": wall,
             "requests_per_s": requests / wall, "texts_per_s": texts_sent / wall,
             "latency_ms": summarize(result["latencies"]), "server_cpu_s_per_text": server_cpu / texts_sent,
             "loadgen_cpu_share": result["cpu_seconds"] / (result["cpu_seconds"] + server_cpu),
-            "mean_model_batch": batches[1] / max(batches[0], 1) if len(batches) == 2 else None}
+            "mean_model_batch": batches[1] / max(batches[0], 1) if len(batches) == 2 else None,
+            "padding_share": counts["padding"] / max(counts["tokens"] + counts["padding"], 1) if counts else None,
+            "mean_call_rows": counts["rows"] / max(counts["calls"], 1) if counts else None}
 
 
 def bench_serving(export_dir: Path, texts: list[str], threads: int = 2, shape: str = "", **load) -> dict:
@@ -137,10 +171,10 @@ def run(ctx) -> list[dict]:
     exports = {config.model: ctx.export_dir}
     if not config.quick and config.model != STUDENT_SHAPE:
         exports[STUDENT_SHAPE] = student_export(ctx)
-    variants = [(shape, {}) for shape in exports]
+    variants = [(shape, {}) for shape in exports]  # senti serve's default layout
     if not config.quick:  # measured on the smallest model, where the layers around it weigh most
         student = STUDENT_SHAPE if STUDENT_SHAPE in exports else config.model
-        variants += [(student, {"workers": 2}), (student, {"ort_spinning": True})]
+        variants += [(student, {"workers": 1}), (student, {"workers": 1, "ort_spinning": True})]
     records = []
     for shape, options in variants:
         record = bench_serving(exports[shape], texts, threads=ctx.threads, shape=shape, **load, **options)
@@ -156,14 +190,16 @@ def report(results) -> list[str]:
     rows = []
     for r in results.by_suite("serve"):
         s, d = r["server"], r["in_process"]
-        rows.append([r.get("shape", ""), r["backend"], s.get("workers", 1), "on" if s.get("ort_spinning") else "off",
+        layout = f"{s.get('workers', 1)} x {s.get('threads', '?')}{' (default)' if s.get('placement') else ''}"
+        rows.append([r.get("shape", ""), r["backend"], layout, "on" if s.get("ort_spinning") else "off",
                      number(d["texts_per_s"], 0), number(s["texts_per_s"], 0), f"{r['server_over_in_process']:.0%}",
                      f"{1e3 * d['cpu_s_per_text']:.3f}" if "cpu_s_per_text" in d else "—",
                      f"{1e3 * s['server_cpu_s_per_text']:.3f}" if "server_cpu_s_per_text" in s else "—",
                      f"{r['cpu_efficiency']:.2f}" if "cpu_efficiency" in r else "—",
                      f"{s['loadgen_cpu_share']:.0%}" if "loadgen_cpu_share" in s else "—",
                      f"{s['latency_ms']['p50']:.1f} / {s['latency_ms']['p95']:.1f} / {s['latency_ms']['p99']:.1f}",
-                     s["errors"], number(s.get("mean_model_batch"))])
+                     s["errors"], number(s.get("mean_model_batch")), _share(d.get("padding_share")),
+                     _share(s.get("padding_share")), number(d.get("mean_call_rows")), number(s.get("mean_call_rows"))])
     if not rows:
         return []
     first = results.by_suite("serve")[0]["server"]
@@ -171,6 +207,11 @@ def report(results) -> list[str]:
             f"{first['texts_per_request']} texts each, from a load generator in its own process; in process: a "
             "Predictor on the same texts, batch 32. CPU efficiency = CPU-seconds per text in process / CPU-seconds "
             "per text of the server's process tree (workers included), from the OS.", "",
-            table(["shape", "backend", "workers", "ORT spinning", "in process texts/s", "server texts/s", "wall ratio",
+            table(["shape", "backend", "workers x threads", "ORT spinning", "in process texts/s", "server texts/s", "wall ratio",
                    "CPU ms/text in process", "CPU ms/text server", "CPU efficiency", "load generator CPU share",
-                   "p50 / p95 / p99 ms", "errors", "mean model batch"], rows)]
+                   "p50 / p95 / p99 ms", "errors", "mean batcher batch", "padding in process", "padding served",
+                   "rows per call in process", "rows per call served"], rows)]
+
+
+def _share(value) -> str:
+    return "—" if value is None else f"{value:.1%}"

@@ -20,7 +20,8 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port.", min=0, max=65535)] = 8000,
     backend: Annotated[Backend, typer.Option(help="Runtime and format.")] = Backend.auto,
     device: Annotated[str, typer.Option(help="cpu or gpu.")] = "cpu",
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)] = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads per worker (default: by the model's width, "
+                                                        "see --workers).", min=1)] = None,
     max_batch_size: Annotated[int, typer.Option(help="Most texts per model call.", min=1)] = 32,
     max_wait_ms: Annotated[float, typer.Option(help="Longest wait for a batch to fill.", min=0)] = 5.0,
     max_queue: Annotated[int, typer.Option(help="Texts waiting before requests get 503.", min=1)] = 2048,
@@ -36,8 +37,9 @@ def serve(
         help="Name of an environment variable holding the API key clients must send.")] = None,
     long_text: Annotated[LongText, typer.Option(help="Texts over max_seq_len: cut, or average windows.")] =
         LongText.truncate,
-    workers: Annotated[int, typer.Option(help="Processes sharing the port, each with its own model and "
-                                              "threads (all cores / N by default).", min=1)] = 1,
+    workers: Annotated[Optional[int], typer.Option(
+        help="Processes sharing the port, each with its own model and threads (default: chosen from the cores "
+             "this process may use and the model's width, and said at start-up).", min=1)] = None,
     ort_spinning: Annotated[bool, typer.Option(help="Let ONNX Runtime's threads busy-wait between calls (faster "
                                                     "on idle cores, slower when the event loop shares them).")] = False,
 ):
@@ -47,18 +49,21 @@ def serve(
     quiet_warnings()
     from senti.core.runtime import available_cores
     from senti.serving import Predictor
+    from senti.serving.placement import choose_placement, model_width
     from senti.serving.server import ServerConfig
     from senti.serving.server import serve as run_server
 
     api_key = api_key_from(api_key_env)
     cores = available_cores()
+    with user_errors():
+        placement = choose_placement(cores, None if workers and threads else model_width(model), workers, threads)
+    workers, per_worker = placement.workers, placement.threads
     if workers > 2 * cores:  # each worker holds a model and its threads: 64 on 2 cores took 53 s and 6.8 GB
         raise fail(f"--workers {workers}: this process may use {cores} cores; use at most {2 * cores} workers "
                    "(one per core is the efficient layout)")
     if workers > cores:
         console.print(f"[yellow]--workers {workers} is more than the {cores} cores available: workers will "
                       "compete for them[/yellow]")
-    per_worker = threads or max(1, cores // workers)
     options = dict(backend=backend.value, device=device, threads=per_worker, long_text=long_text.value,
                    max_windows=max_windows_per_text, ort_spinning=ort_spinning)
     with user_errors():
@@ -71,8 +76,8 @@ def serve(
 
         predictor = load()  # also checks the export before any worker starts
     console.print(f"serving {model} ({predictor.backend_name}, version {predictor.version}) on http://{host}:{port} "
-                  f"with {workers} worker(s) x {per_worker} threads (docs: /docs; SIGHUP or POST /v1/admin/reload "
-                  "loads the export anew)")
+                  f"with {workers} worker(s) x {per_worker} thread(s) ({placement.why}; --workers/--threads "
+                  "choose another) (docs: /docs; SIGHUP or POST /v1/admin/reload loads the export anew)")
     spec = {"model": str(model), "load": options, "api_key_env": api_key_env,
             "server": {k: v for k, v in asdict(config).items() if k != "api_key"}}
     if workers > 1:

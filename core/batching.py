@@ -46,16 +46,36 @@ def pad_batch(encoded, index, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return input_ids, np.zeros_like(input_ids)
 
 
-def logits_in_order(run, encoded, batch_size: int, pad_id: int = 0, call_cost_tokens: int | None = None):
+def logits_in_order(run, encoded, batch_size: int, pad_id: int = 0, call_cost_tokens: int | None = None,
+                    tally: dict | None = None):
     """`run(input_ids, token_type_ids)` over length-sorted padded batches, logits back in input order.
 
     The one loop behind evaluation, export parity checks, benchmarks and `Predictor`: sorting by
-    length keeps padding small, and the index of each batch scatters its rows back.
+    length keeps padding small, and the index of each batch scatters its rows back. `tally` (a dict from
+    `new_tally`) adds up the calls, rows, tokens and padding positions the model was given.
     """
     out = None
     for index in length_sorted_batches([len(e) for e in encoded], batch_size, call_cost_tokens):
-        logits = np.asarray(run(*pad_batch(encoded, index, pad_id)), dtype=np.float32)
+        input_ids, token_type_ids = pad_batch(encoded, index, pad_id)
+        if tally is not None:
+            real = sum(len(encoded[i]) for i in index)
+            tally["calls"] += 1
+            tally["rows"] += len(index)
+            tally["tokens"] += real
+            tally["padding"] += input_ids.size - real
+        logits = np.asarray(run(input_ids, token_type_ids), dtype=np.float32)
         if out is None:
             out = np.zeros((len(encoded), logits.shape[1]), dtype=np.float32)
         out[index] = logits
     return out if out is not None else np.zeros((0, 0), dtype=np.float32)
+
+
+def new_tally() -> dict:
+    """Counts of what a model was given: calls, rows, real tokens and padding positions."""
+    return {"calls": 0, "rows": 0, "tokens": 0, "padding": 0}
+
+
+def padding_share(tally: dict) -> float:
+    """Padding positions out of all positions the model computed."""
+    total = tally["tokens"] + tally["padding"]
+    return tally["padding"] / total if total else 0.0

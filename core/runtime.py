@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import sys
@@ -28,12 +29,36 @@ def cpu_info() -> dict:
     return {"vendor": vendor, "model": model or platform.processor(), "machine": platform.machine()}
 
 
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
 def available_cores() -> int:
-    """Cores this process may run on (respects taskset and container CPU sets)."""
+    """Cores this process may use: the CPUs it may run on (taskset, container CPU sets), and no more than its
+    cgroup's CPU quota (a container's `--cpus 2` on a 64-core host means 2), rounded up."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpu_quota()
+    return max(1, min(cores, math.ceil(quota))) if quota else cores
+
+
+def cgroup_cpu_quota(root: str | None = None) -> float | None:
+    """CPUs' worth of time the cgroup allows (cgroup v2 `cpu.max`, else v1's CFS quota), None when unlimited."""
+    root = root or CGROUP_ROOT
+    try:
+        quota, period = open(os.path.join(root, "cpu.max"), encoding="ascii").read().split()[:2]
+    except (OSError, ValueError):
+        try:
+            quota = open(os.path.join(root, "cpu", "cpu.cfs_quota_us"), encoding="ascii").read().strip()
+            period = open(os.path.join(root, "cpu", "cpu.cfs_period_us"), encoding="ascii").read().strip()
+        except OSError:
+            return None
+    try:
+        value = int(quota) / int(period)
+    except ValueError:  # "max": no quota
+        return None
+    return value if value > 0 else None
 
 
 def verbose() -> bool:

@@ -19,13 +19,18 @@ class ServerMetrics:
         self.errors = Counter("senti_errors", "Failed /v1/predict requests by reason", ["reason"], registry=registry)
         self.latency = Histogram("senti_request_latency_seconds", "Latency of /v1/predict", registry=registry,
                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-        self.batch_sizes = Histogram("senti_batch_size", "Model inputs (texts, or windows of long texts) per model "
-                                     "call", registry=registry, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
+        self.batch_sizes = Histogram("senti_batch_size", "Model inputs (texts, or windows of long texts) per batch "
+                                     "the batcher hands the model", registry=registry,
+                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
         self.model_seconds = Histogram("senti_model_seconds", "Seconds per model call", registry=registry)
         self.queue_depth = Gauge("senti_queue_depth", "Model inputs waiting or being scored", registry=registry)
         self.texts = Counter("senti_texts", "Texts scored", registry=registry)
         self.windows = Counter("senti_windows", "Model inputs scored (a text, or each of its windows)",
                                registry=registry)
+        self.model_calls = Counter("senti_model_calls", "Calls into the runtime (a batcher's batch is cut by length "
+                                   "into calls of at most --max-batch-size)", registry=registry)
+        self.model_positions = Counter("senti_model_positions", "Token positions given to the model: real tokens, "
+                                       "or padding", ["kind"], registry=registry)
         # Drift: when these move away from the dev figures in export.json, traffic no longer looks like training
         # data.
         self.confidence = Histogram("senti_confidence", "Top-class probability of each text scored",
@@ -41,6 +46,12 @@ class ServerMetrics:
         self.batch_sizes.observe(cost)
         self.model_seconds.observe(seconds)
         self.windows.inc(cost)
+
+    def on_calls(self, before: dict, after: dict) -> None:
+        """Count the model calls one batch took, from the predictor's tally before and after it."""
+        self.model_calls.inc(after["calls"] - before["calls"])
+        self.model_positions.labels("token").inc(after["tokens"] - before["tokens"])
+        self.model_positions.labels("padding").inc(after["padding"] - before["padding"])
 
     def observe(self, predictions) -> None:
         """Count the predictions of one model call (from the batcher's thread)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from senti.core.artifacts import ExportMeta
-from senti.core.batching import logits_in_order
+from senti.core.batching import logits_in_order, new_tally
 from senti.core.errors import ArtifactError, SentiError
 from senti.core.runtime import configure_runtime
 from senti.core.sequence import text_budget
@@ -95,6 +95,7 @@ class Predictor:
         self.call_cost_tokens = call_cost_tokens
         self.max_windows = max_windows
         self.version = version  # a hash of the bytes loaded: export.json, vocabulary, model
+        self.tally = new_tally()  # what the model has been given since loading (calls, rows, tokens, padding)
 
     @classmethod
     def load(cls, export_dir, backend: str = "auto", device: str = "cpu", threads: int | None = None,
@@ -208,7 +209,8 @@ class Predictor:
             for piece in self._pieces(text_ids):
                 pieces.append(piece)
                 owner.append(i)
-        piece_logits = logits_in_order(self.backend, pieces, batch_size, self.tokenizer.pad_id, self.call_cost_tokens)
+        piece_logits = logits_in_order(self.backend, pieces, batch_size, self.tokenizer.pad_id, self.call_cost_tokens,
+                                       self.tally)
         owner = np.asarray(owner, dtype=np.int64)
         counts = np.bincount(owner, minlength=len(ids))
         sums = np.zeros((len(ids), len(self.labels)), dtype=np.float64)

@@ -95,7 +95,9 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
 
     def score(texts):
         model = slot.predictor  # read once: every text of this batch is scored by one model
-        results = model.predict(texts, batch_size=config.max_batch_size)
+        before = dict(model.tally)
+        results = model.predict(texts, batch_size=config.max_batch_size)  # cut by length into calls
+        metrics.on_calls(before, model.tally)
         metrics.observe(results)
         return [(p, model) for p in results]
 

@@ -149,7 +149,9 @@ def _free_port() -> int:
 
 @contextmanager
 def running_server(export_dir: Path, *extra: str):
-    proc, base = start_senti("serve", "--model", str(export_dir), "--backend", "onnx", "--threads", "2", *extra)
+    workers = [] if "--workers" in extra else ["--workers", "1"]  # the same on any number of cores
+    proc, base = start_senti("serve", "--model", str(export_dir), "--backend", "onnx", "--threads", "2", *workers,
+                             *extra)
     try:
         yield base, proc
     finally:

@@ -11,6 +11,7 @@ from conftest import synthetic_rows, write_folder
 
 from senti.benchmarks.flops import forward_flops, training_flops
 from senti.benchmarks.run import BenchConfig, run_bench
+from senti.core.runtime import available_cores
 
 
 def _numbers(value):
@@ -63,6 +64,9 @@ def test_every_suite_is_recorded_with_positive_finite_numbers(bench_run):
     serve = next(r for r in data["records"] if r["suite"] == "serve")
     assert serve["server"]["errors"] == 0 and serve["server_over_in_process"] > 0
     assert 0 < serve["cpu_efficiency"] and 0 < serve["server"]["loadgen_cpu_share"] < 1  # CPU from the OS
+    placement = serve["server"]["placement"]  # senti serve's own layout, as the rule picks it here
+    assert placement["workers"] * placement["threads"] <= available_cores() and placement["why"]
+    assert 0 <= serve["in_process"]["padding_share"] < 1 and serve["in_process"]["mean_call_rows"] > 1
     ray_record = next(r for r in data["records"] if r["suite"] == "ray")
     if "skipped" not in ray_record:
         assert ray_record["rows_out"] == ray_record["rows"] == 1000 and ray_record["errors"] == 0

@@ -72,3 +72,36 @@ def test_work_of_a_departed_caller_is_dropped_before_the_model():
         return kept
 
     assert _run(main()) == ["kept"] and "gone" not in seen
+
+
+def test_under_load_a_batch_takes_what_is_already_queued_up_to_the_pool():
+    """While the model is busy, requests queue up; the next batch takes them all (up to pool_batches x
+    max_batch_size) so the predictor can group them by length, and a quiet moment waits no longer than before."""
+    import threading
+    import time
+
+    gate, calls = threading.Event(), []
+
+    def predict(texts):
+        gate.wait(10)
+        calls.append(list(texts))
+        return texts
+
+    async def main():
+        batcher = Batcher(predict, max_batch_size=4, max_wait_ms=1, pool_batches=3)
+        batcher.start()
+        first = asyncio.ensure_future(batcher.submit(["a0"]))
+        await asyncio.sleep(0.05)  # the first batch (one job) is in the model now
+        queued = [asyncio.ensure_future(batcher.submit([f"q{i}", f"r{i}"])) for i in range(8)]
+        await asyncio.sleep(0.05)
+        gate.set()
+        await asyncio.gather(first, *queued)
+        started = time.perf_counter()
+        await batcher.submit(["late"])  # nothing else waiting: a batch of one, after the 1-ms window
+        waited = time.perf_counter() - started
+        await batcher.stop()
+        return waited
+
+    waited = _run(main())
+    assert [len(c) for c in calls] == [1, 12, 4, 1]  # 8 jobs of 2 waiting: 6 (12 texts, the pool) then 2
+    assert waited < 1.0
