@@ -41,12 +41,15 @@ def _tree_cpu(pid: int) -> float:
     return total
 
 
-def in_process(export_dir: Path, texts: list[str], batch_size: int, threads: int, repeats: int = 3) -> dict:
-    """The same texts scored by a Predictor in this process: texts/s and CPU-seconds per text (medians)."""
+def in_process(export_dir: Path, texts: list[str], batch_size: int, threads: int, repeats: int = 3,
+               ort_spinning: bool = False) -> dict:
+    """The same texts scored by a Predictor in this process: texts/s and CPU-seconds per text (medians). ONNX
+    Runtime's spinning is set as the server sets it (off by default), so both sides run the same runtime: with
+    it on, busy-waiting threads count as CPU in process (figures before this round did that)."""
     from senti.core.batching import new_tally, padding_share
     from senti.serving import Predictor
 
-    predictor = Predictor.load(export_dir, threads=threads)
+    predictor = Predictor.load(export_dir, threads=threads, ort_spinning=ort_spinning)
     predictor.predict(texts[:batch_size], batch_size=batch_size)
     predictor.tally = new_tally()
     walls, cpus = [], []
@@ -60,7 +63,7 @@ def in_process(export_dir: Path, texts: list[str], batch_size: int, threads: int
             "mean_call_rows": predictor.tally["rows"] / max(predictor.tally["calls"], 1)}
 
 
-def _model_counts(base: str) -> dict:
+def _model_counts(base: str) -> dict | None:
     """The server's model-call counters from /metrics (every worker's, when one answers for all)."""
     import httpx
 
@@ -72,18 +75,19 @@ def _model_counts(base: str) -> dict:
             counts["tokens" if 'kind="token"' in line else "padding"] += float(line.split()[-1])
         elif line.startswith("senti_windows_total"):
             counts["rows"] += float(line.split()[-1])
-    return counts
+    return counts if counts["calls"] else None  # a build without these counters
 
 
 def through_server(export_dir: Path, texts: list[str], threads: int, clients: int = 32, requests: int = 2000,
                    texts_per_request: int = 4, max_batch_size: int = 32, max_wait_ms: float = 5.0,
                    workers: int | None = None,
                    ort_spinning: bool = False, serve_command: list[str] | None = None, env: dict | None = None,
-                   while_loaded=None, cwd: str | None = None) -> dict:
+                   while_loaded=None, cwd: str | None = None, default_layout: bool = False) -> dict:
     """Start `senti serve` on loopback, send `requests` requests from `clients` clients (own process), stop it.
 
     `workers=None` leaves workers x threads to `senti serve` (its default layout, recorded as `placement`);
-    `serve_command` replaces `senti serve` (another build, to compare; only the common options are passed);
+    `serve_command` replaces `senti serve` (another build, to compare; only the common options are passed, and
+    with `default_layout` not even --threads: each build's own default);
     `while_loaded(pid)` runs beside the load (a profiler, say).
     """
     import httpx
@@ -97,7 +101,7 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
     workers = placement.workers if placement else (workers or 1)
     common = ["--model", str(export_dir), "--port", str(port), "--max-batch-size", str(max_batch_size),
               "--max-wait-ms", str(max_wait_ms), "--max-queue", str(clients * texts_per_request * 4)]
-    if not chosen:
+    if not chosen and not default_layout:
         common += ["--threads", str(max(1, threads // workers))]
     command = (serve_command + common) if serve_command else (
         [sys.executable, "-m", "senti.cli", "serve", *common, *([] if chosen else ["--workers", str(workers)]),
@@ -112,7 +116,8 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
             spec = Path(tmp) / "spec.json"
             spec.write_text(json.dumps({"port": port, "clients": clients, "requests": requests,
                                         "texts_per_request": texts_per_request, "texts": texts}), encoding="utf-8")
-            counts_before = _model_counts(base) if workers == 1 else None  # with several, each answers alone
+            # With several workers (or a build's own layout, unknown here) each answers for itself alone.
+            counts_before = _model_counts(base) if workers == 1 and not default_layout else None
             cpu_before = _tree_cpu(proc.pid)
             side = while_loaded(proc.pid) if while_loaded else None
             load = subprocess.run([sys.executable, str(LOADGEN), str(spec)], capture_output=True, text=True,
@@ -124,7 +129,8 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
             raise RuntimeError(f"load generator failed: {load.stderr[-2000:]}")
         result = json.loads(load.stdout)
         metrics = httpx.get(f"{base}/metrics").text
-        counts = {k: v - counts_before[k] for k, v in _model_counts(base).items()} if counts_before else None
+        counts_after = _model_counts(base) if counts_before else None
+        counts = {k: v - counts_before[k] for k, v in counts_after.items()} if counts_after else None
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -152,7 +158,8 @@ def bench_serving(export_dir: Path, texts: list[str], threads: int = 2, shape: s
     """In process and through the server, on the same texts, in one run; efficiency in CPU and wall-clock."""
     sent = [texts[(n * load.get("texts_per_request", 4) + k) % len(texts)]
             for n in range(load.get("requests", 2000)) for k in range(load.get("texts_per_request", 4))]
-    direct = in_process(export_dir, sent, load.get("max_batch_size", 32), threads)
+    direct = in_process(export_dir, sent, load.get("max_batch_size", 32), threads,
+                        ort_spinning=load.get("ort_spinning", False))
     served = through_server(export_dir, texts, threads, **load)
     return {"suite": "serve", "shape": shape, "backend": direct["backend"], "in_process": direct, "server": served,
             "server_over_in_process": served["texts_per_s"] / direct["texts_per_s"],

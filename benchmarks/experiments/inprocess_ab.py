@@ -1,6 +1,7 @@
 """In-process Predictor speed of this build against an older source tree, interleaved rounds, one run.
 
-    python -m senti.benchmarks.experiments.inprocess_ab --model EXPORT --dataset D --before-tree DIR [--backend onnx] [--rounds 5]
+    python -m senti.benchmarks.experiments.inprocess_ab --model EXPORT --dataset D --before-tree DIR [--backend onnx]
+        [--rounds 5] [--before-package senti.serving]
 
 Each build scores the same texts (4,000, the serve suite's) in its own process per round, so neither warms the
 other's caches; prints median texts/s and CPU ms per text of each.
@@ -36,6 +37,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--before-tree", required=True)
     parser.add_argument("--backend", default="onnx")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--before-package", default="serving",
+                        help="where the old tree's Predictor lives: serving (before the namespace) or senti.serving")
     args = parser.parse_args(argv)
     import tempfile
 
@@ -46,7 +49,7 @@ def main(argv=None) -> dict:
     results = {"before": [], "this build": []}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as fh:
         json.dump(sent, fh, ensure_ascii=False)
-    builds = {"before": (args.before_tree, "serving", args.before_tree), "this build": ("", "senti.serving", None)}
+    builds = {"before": (args.before_tree, args.before_package, args.before_tree), "this build": ("", "senti.serving", None)}
     for _ in range(args.rounds):
         for name, (tree, package, cwd) in builds.items():
             code = SCRIPT.format(tree=tree, package=package, texts=fh.name, model=os.path.abspath(args.model),

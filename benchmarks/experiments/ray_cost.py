@@ -1,0 +1,46 @@
+"""Ray's CPU efficiency on growing inputs: how its fixed cost amortizes (`senti bench --suite ray`'s measure).
+
+    python -m senti.benchmarks.experiments.ray_cost --model EXPORT --rows 100000 --rows 1000000
+        [--dataset ../shared/data/chnsenticorp] [--threads 2] [--output ray_cost.json]
+
+For each row count: one Parquet file of dev texts (repeated), scored in process and then by a fresh local Ray;
+efficiency = CPU-seconds in process / busy CPU-seconds of the whole machine during the Ray run (start-up
+included). Run it with PYTHONPATH set to another checkout to measure that build on the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="an export folder")
+    parser.add_argument("--rows", type=int, action="append", required=True, help="rows to score (repeat)")
+    parser.add_argument("--dataset", default="../shared/data/chnsenticorp")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--output", help="write the records here as JSON")
+    args = parser.parse_args(argv)
+    from senti.benchmarks.ray_load import bench_ray
+    from senti.toolkit.data import load_splits
+
+    texts = [e.text for e in load_splits(args.dataset).dev]
+    records = []
+    with tempfile.TemporaryDirectory() as work:
+        for rows in args.rows:
+            record = bench_ray(Path(args.model), texts, Path(work) / str(rows), rows=rows, threads=args.threads)
+            print(f"{rows:,} rows: CPU efficiency {record['cpu_efficiency']:.3f} (in process "
+                  f"{record['in_process_cpu_s']:.1f} CPU-s, Ray machine-wide {record['ray_busy_cpu_s']:.1f}); "
+                  f"{record['ray_texts_per_s']:.0f} texts/s against {record['in_process_texts_per_s']:.0f}; "
+                  f"start-up {record['ray_startup_s']:.1f} s; by process {record['cpu_s_by_process']}", flush=True)
+            records.append(record)
+    if args.output:
+        Path(args.output).write_text(json.dumps(records, indent=1), encoding="utf-8")
+    return records
+
+
+if __name__ == "__main__":
+    main()
