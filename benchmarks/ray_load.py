@@ -51,7 +51,7 @@ def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads
     column = [texts[i % len(texts)] for i in range(rows)]
     pq.write_table(pa.table({"id": [str(i) for i in range(rows)], "text": column}), source)
 
-    predictor = Predictor.load(export_dir, threads=threads)
+    predictor = Predictor.load(export_dir, threads=threads, ort_spinning=False)  # as the actors run it
     backend = predictor.backend_name
     predictor.predict(column[:batch_size], batch_size=batch_size)
     w0, c0 = time.perf_counter(), time.process_time()
