@@ -141,13 +141,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
     model, tokenizer, meta = load_checkpoint(Path(config.model), config.trust_pickle)
     labels = meta.labels
     max_len = config.max_seq_len or meta.max_seq_len
-    if max_len > model.config.max_position_embeddings:
-        raise ExportError(f"max_seq_len {max_len} exceeds the model's {model.config.max_position_embeddings} positions")
-    unknown = sorted(set(gold) - set(labels))
-    if unknown:
-        raise ExportError(f"parity texts have labels {unknown} that the model does not know ({labels})")
-    if len(texts) < 2:
-        raise ExportError("parity needs real texts: got fewer than 2")
+    _check_parity_inputs(model, labels, max_len, texts, gold)
     encoded = tokenizer(texts, max_length=max_len, truncation=True)["input_ids"]
     gold_ids = np.array([labels.index(g) for g in gold])
 
@@ -175,34 +169,12 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         formats, io = {}, None
         graph_file, params_file = save_static(model, staging / layout.PADDLE_DIR, spec)
 
-        def check(fmt: str) -> dict:
-            stopping.checkpoint()
-            try:
-                candidate = logits_by_shape(open_backend(staging, fmt, threads=config.threads), encoded)
-            except SentiError:
-                raise
-            except Exception as err:  # the runtimes raise their own types on graphs they cannot run
-                if FORMATS[fmt].cpu_rank is None:  # a GPU format: the CPU provider may lack its kernels
-                    return {"fit": None, "reason": f"not verifiable here ({type(err).__name__}: {str(err)[:120]})"}
-                raise ExportError(f"{fmt}: the exported model does not run ({type(err).__name__}: "
-                                  f"{str(err).splitlines()[0][:200]})") from None
-            result = judge(fmt, compare(reference, candidate, gold_ids), reference_accuracy)
-            say(f"{fmt}: {result['reason']}; accuracy {result['accuracy']:.4f}")
-            return result
-
         for fmt in wanted_formats(config):
             stopping.checkpoint()  # a SIGTERM between steps: the staging folder goes with the exception
-            path = staging / FORMATS[fmt].path
-            extra = {}
-            if fmt == "paddle":
-                files = [f"{layout.PADDLE_DIR}/{Path(graph_file).name}", f"{layout.PADDLE_DIR}/{layout.PADDLE_PARAMS}"]
-            elif fmt == "onnx":
-                io = paddle_to_onnx(graph_file, params_file, path, spec)
-                files = [path.name]
-            else:
-                extra = MAKERS[fmt](staging / FORMATS[FORMATS[fmt].source].path, path, job) or {}
-                files = [path.name]
-            formats[fmt] = {"files": files, **extra, "parity": check(fmt)}
+            entry, made_io = _make_format(fmt, staging, graph_file, params_file, spec, job)
+            io = made_io or io
+            formats[fmt] = {**entry, "parity": _check_format(fmt, staging, config.threads, encoded, reference,
+                                                             gold_ids, reference_accuracy, say)}
         failed = {f: v["parity"]["reason"] for f, v in formats.items()
                   if FORMATS[f].required and not v["parity"]["fit"]}
         if failed:
@@ -219,35 +191,9 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         tokenizer.save_pretrained(str(staging))
         shutil.copyfile(Path(config.model) / layout.VOCAB, staging / layout.VOCAB)  # byte for byte the checkpoint's
         fast.save_standalone(staging / layout.TOKENIZER_JSON, max_len)
-        record = ExportMeta(
-            source_checkpoint=str(Path(config.model).resolve()),
-            data=data,
-            labels=labels,
-            max_seq_len=max_len,
-            tokenizer={
-                "class": type(tokenizer).__name__, "vocab_file": layout.VOCAB,
-                "do_lower_case": bool(getattr(tokenizer, "do_lower_case", True)),
-                "unk_token": tokenizer.unk_token, "cls_token": tokenizer.cls_token,
-                "sep_token": tokenizer.sep_token, "pad_token": tokenizer.pad_token,
-                "pad_token_id": tokenizer.pad_token_id,
-            },
-            model={"hidden_size": model.config.hidden_size, "num_hidden_layers": model.config.num_hidden_layers,
-                   "num_attention_heads": model.config.num_attention_heads,
-                   "intermediate_size": model.config.intermediate_size, "vocab_size": model.config.vocab_size},
-            io=io or {"inputs": {n: ["batch", "sequence"] for n in spec.input_names},
-                      "outputs": {spec.output_name: ["batch", len(labels)]}},
-            spec=asdict(spec),
-            parity_texts=len(texts),
-            reference_accuracy=reference_accuracy,
-            formats=formats,
-            triton=str(triton.relative_to(staging)) if triton else None,
-            versions=_versions(),
-            seconds=time.perf_counter() - started,
-            # the label names beside the answers: a later swap of names in export.json is caught on opening
-            parity_sample={"texts": texts[: len(reference["batch_1"])], "logits": reference["batch_1"].tolist(),
-                           "labels": labels},
-            reference_stats=reference_stats,
-        )
+        record = _export_record(config, data, model, tokenizer, spec, io, texts, reference, reference_accuracy,
+                                reference_stats, formats, triton, staging, time.perf_counter() - started, labels,
+                                max_len)
         record.write(staging)
         stopping.checkpoint()
         _publish(staging, out)
@@ -256,6 +202,80 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         raise
     return json.loads((out / layout.EXPORT_META).read_text(encoding="utf-8"))  # exactly what export.json holds
 
+
+def _check_format(fmt: str, staging: Path, threads, encoded, reference: dict, gold_ids, reference_accuracy: float,
+                  say) -> dict:
+    """The parity record of one format just written to `staging`, judged against the dynamic graph."""
+    stopping.checkpoint()
+    try:
+        candidate = logits_by_shape(open_backend(staging, fmt, threads=threads), encoded)
+    except SentiError:
+        raise
+    except Exception as err:  # the runtimes raise their own types on graphs they cannot run
+        if FORMATS[fmt].cpu_rank is None:  # a GPU format: the CPU provider may lack its kernels
+            return {"fit": None, "reason": f"not verifiable here ({type(err).__name__}: {str(err)[:120]})"}
+        raise ExportError(f"{fmt}: the exported model does not run ({type(err).__name__}: "
+                          f"{str(err).splitlines()[0][:200]})") from None
+    result = judge(fmt, compare(reference, candidate, gold_ids), reference_accuracy)
+    say(f"{fmt}: {result['reason']}; accuracy {result['accuracy']:.4f}")
+    return result
+
+
+def _check_parity_inputs(model, labels: list[str], max_len: int, texts: list[str], gold: list[str]) -> None:
+    if max_len > model.config.max_position_embeddings:
+        raise ExportError(f"max_seq_len {max_len} exceeds the model's {model.config.max_position_embeddings} positions")
+    unknown = sorted(set(gold) - set(labels))
+    if unknown:
+        raise ExportError(f"parity texts have labels {unknown} that the model does not know ({labels})")
+    if len(texts) < 2:
+        raise ExportError("parity needs real texts: got fewer than 2")
+
+
+def _make_format(fmt: str, staging: Path, graph_file, params_file, spec: ExportSpec, job) -> tuple[dict, dict | None]:
+    """({files, and what the maker records}, the ONNX io record when `fmt` is onnx) for one format in `staging`."""
+    path = staging / FORMATS[fmt].path
+    if fmt == "paddle":
+        return {"files": [f"{layout.PADDLE_DIR}/{Path(graph_file).name}",
+                          f"{layout.PADDLE_DIR}/{layout.PADDLE_PARAMS}"]}, None
+    if fmt == "onnx":
+        return {"files": [path.name]}, paddle_to_onnx(graph_file, params_file, path, spec)
+    extra = MAKERS[fmt](staging / FORMATS[FORMATS[fmt].source].path, path, job) or {}
+    return {"files": [path.name], **extra}, None
+
+
+def _export_record(config: ExportConfig, data, model, tokenizer, spec: ExportSpec, io, texts, reference,
+                   reference_accuracy: float, reference_stats: dict, formats: dict, triton, staging: Path,
+                   seconds: float, labels: list[str], max_len: int) -> ExportMeta:
+    """export.json's schema, filled."""
+    return ExportMeta(
+        source_checkpoint=str(Path(config.model).resolve()),
+        data=data,
+        labels=labels,
+        max_seq_len=max_len,
+        tokenizer={
+            "class": type(tokenizer).__name__, "vocab_file": layout.VOCAB,
+            "do_lower_case": bool(getattr(tokenizer, "do_lower_case", True)),
+            "unk_token": tokenizer.unk_token, "cls_token": tokenizer.cls_token,
+            "sep_token": tokenizer.sep_token, "pad_token": tokenizer.pad_token,
+            "pad_token_id": tokenizer.pad_token_id,
+        },
+        model={"hidden_size": model.config.hidden_size, "num_hidden_layers": model.config.num_hidden_layers,
+               "num_attention_heads": model.config.num_attention_heads,
+               "intermediate_size": model.config.intermediate_size, "vocab_size": model.config.vocab_size},
+        io=io or {"inputs": {n: ["batch", "sequence"] for n in spec.input_names},
+                  "outputs": {spec.output_name: ["batch", len(labels)]}},
+        spec=asdict(spec),
+        parity_texts=len(texts),
+        reference_accuracy=reference_accuracy,
+        formats=formats,
+        triton=str(triton.relative_to(staging)) if triton else None,
+        versions=_versions(),
+        seconds=seconds,
+        # the label names beside the answers: a later swap of names in export.json is caught on opening
+        parity_sample={"texts": texts[: len(reference["batch_1"])], "logits": reference["batch_1"].tolist(),
+                       "labels": labels},
+        reference_stats=reference_stats,
+    )
 
 def _drift_of(logits: np.ndarray, texts: list[str], fast: FastTokenizer, max_len: int, labels: list[str]) -> dict:
     """The drift figures of the parity (dev) texts under the dynamic graph, for `senti predict` to compare with."""

@@ -79,120 +79,127 @@ class ServerConfig:
                 raise SentiError(f"{name} must be at least 0; got {getattr(self, name)}")
 
 
-def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int | None = None):
-    """The ASGI app: POST /v1/predict, GET/HEAD /healthz, /readyz, GET /metrics, POST /v1/admin/reload, a page
-    for people at / (its figures at /v1/status), and OpenAPI docs at /docs, all without internet.
-    `reload()` loads the export anew (a new `Predictor`); SIGHUP calls it too. `supervisor_pid`: this app is one
-    of several worker processes under that supervisor, whose SIGHUP is the only way to reload them all."""
-    from fastapi import FastAPI, Header, HTTPException
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, Response
-    from prometheus_client import CONTENT_TYPE_LATEST
+@dataclass
+class Scored:
+    """Predictions with the model (and so the version) that made them; the batcher hands each job its slice."""
 
-    metrics = ServerMetrics()
-    slot = ModelSlot(predictor, reload)
-    state = {"ready": False}
+    predictions: list
+    model: object  # a Predictor
 
-    def score(texts):
-        model = slot.predictor  # read once: every text of this batch is scored by one model
+    def __len__(self) -> int:
+        return len(self.predictions)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return Scored(self.predictions[index], self.model)
+        return self.predictions[index]
+
+
+class PredictService:
+    """What the routes do, apart from FastAPI's wiring: the model slot (serving.model_slot), the batcher, the
+    metrics (serving.metrics), the limits of `config`, and readiness."""
+
+    def __init__(self, predictor, config: ServerConfig, reload=None, supervisor_pid: int | None = None):
+        self.config, self.supervisor_pid = config, supervisor_pid
+        self.metrics = ServerMetrics()
+        self.slot = ModelSlot(predictor, reload)
+        self.ready = False
+        self.batcher = Batcher(self.score, config.max_batch_size, config.max_wait_ms, config.max_queue,
+                               self.metrics.on_batch)
+        self.metrics.queue_depth.set_function(lambda: self.batcher.pending)
+
+    def score(self, texts) -> Scored:
+        """One batcher batch, in its thread: the predictions and the model that made them."""
+        model = self.slot.predictor  # read once: every text of this batch is scored by one model
         before = dict(model.tally)
-        results = model.predict(texts, batch_size=config.max_batch_size)  # cut by length into calls
-        metrics.on_calls(before, model.tally)
-        metrics.observe(results)
-        return [(p, model) for p in results]
-
-    batcher = Batcher(score, config.max_batch_size, config.max_wait_ms, config.max_queue, metrics.on_batch)
-    metrics.queue_depth.set_function(lambda: batcher.pending)
+        results = model.predict(texts, batch_size=self.config.max_batch_size)  # cut by length into calls
+        self.metrics.on_calls(before, model.tally)
+        self.metrics.observe(results)
+        return Scored(results, model)
 
     @asynccontextmanager
-    async def lifespan(app):
-        batcher.start()
+    async def lifespan(self, app):
+        self.batcher.start()
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(slot.reload("SIGHUP")))
-        state["ready"] = True
+        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(self.slot.reload("SIGHUP")))
+        self.ready = True
         yield
         loop.remove_signal_handler(signal.SIGHUP)
-        state["ready"] = False  # uvicorn has finished the requests in flight before this point
-        await batcher.stop()
+        self.ready = False  # uvicorn has finished the requests in flight before this point
+        await self.batcher.stop()
 
-    app = FastAPI(title="senti", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,  # console.py's
-                  description=f"Chinese sentiment analysis: labels {predictor.labels}, backend {predictor.backend_name}")
+    def fail(self, status: int, reason: str, detail, headers=None):
+        from fastapi import HTTPException
 
-    def authorize(authorization: str | None, x_api_key: str | None) -> None:
-        if not key_accepted(config.api_key, x_api_key, authorization):
-            fail(401, "unauthorized", "missing or wrong API key", {"WWW-Authenticate": "Bearer"})
-
-    def status() -> dict:
-        model = slot.predictor
-        return {"model_version": model.version, "backend": model.backend_name, "labels": model.labels,
-                "max_seq_len": model.max_seq_len, "long_text": model.long_text, "loaded_at": slot.loaded_at,
-                "reload": slot.last_reload, "traffic": metrics.traffic(), "reference": model.meta.reference_stats}
-
-    add_pages(app, status, page_guard(config.api_key, "senti"))
-
-    def fail(status: int, reason: str, detail, headers=None):
-        metrics.errors.labels(reason).inc()
+        self.metrics.errors.labels(reason).inc()
         raise HTTPException(status, detail=detail, headers=headers)
 
-    async def invalid(request: Request, exc: RequestValidationError):
-        # FastAPI's default echoes each offending input, which fails on values JSON cannot hold
-        # (Infinity parses but does not serialize) and repeats large bodies: keep where and why only.
-        metrics.errors.labels("invalid").inc()
+    def authorize(self, authorization: str | None, x_api_key: str | None) -> None:
+        if not key_accepted(self.config.api_key, x_api_key, authorization):
+            self.fail(401, "unauthorized", "missing or wrong API key", {"WWW-Authenticate": "Bearer"})
+
+    def status(self) -> dict:
+        """The page's figures (/v1/status)."""
+        model = self.slot.predictor
+        return {"model_version": model.version, "backend": model.backend_name, "labels": model.labels,
+                "max_seq_len": model.max_seq_len, "long_text": model.long_text, "loaded_at": self.slot.loaded_at,
+                "reload": self.slot.last_reload, "traffic": self.metrics.traffic(),
+                "reference": model.meta.reference_stats}
+
+    async def invalid(self, request: Request, exc):
+        """422 for a body that does not validate. FastAPI's default echoes each offending input, which fails on
+        values JSON cannot hold (Infinity parses but does not serialize) and repeats large bodies: where and why."""
+        from fastapi.responses import JSONResponse
+
+        self.metrics.errors.labels("invalid").inc()
         detail = [{"type": e.get("type"), "loc": list(e.get("loc", ())), "msg": e.get("msg")} for e in exc.errors()]
         return JSONResponse({"detail": detail}, status_code=422)
 
-    app.add_exception_handler(RequestValidationError, invalid)
-
-    async def client_gone(request: Request) -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-
-    @app.post(PREDICT_PATH, response_model=PredictResponse,
-              responses={401: {"description": "missing or wrong API key"}, 413: {"description": "too large"},
-                         422: {"description": "invalid body, or a text that cannot be scored (its index named)"},
-                         503: {"description": "queue full; retry after the Retry-After seconds"}})
-    async def predict(body: PredictRequest, request: Request, authorization: str | None = Header(None),
-                      x_api_key: str | None = Header(None)):
-        started = time.perf_counter()
-        authorize(authorization, x_api_key)
-        model = slot.predictor
-        texts = body.texts
+    async def _windows(self, model, texts: list[str]) -> list[int]:
+        """Model inputs per text, after the request's limits (413/422 name what is over)."""
+        config = self.config
         if len(texts) > config.max_texts:
-            fail(413, "too_many_texts", f"{len(texts)} texts; at most {config.max_texts} per request")
+            self.fail(413, "too_many_texts", f"{len(texts)} texts; at most {config.max_texts} per request")
         bad = [{"type": "invalid_text", "loc": ["body", "texts", i], "msg": why}
                for i, text in enumerate(texts) if (why := text_problem(text))]
         if bad:  # refused before batching, so it never shares a model call with another client's texts
-            fail(422, "invalid_text", bad)
+            self.fail(422, "invalid_text", bad)
         windows = await asyncio.get_running_loop().run_in_executor(None, model.windows, texts) \
             if model.long_text == "window" else [1] * len(texts)
         over = [{"type": "too_many_windows", "loc": ["body", "texts", i], "msg": why}
                 for i, why in model.window_problems(texts, windows).items()]
         if over:
-            fail(413, "too_many_windows", over)
+            self.fail(413, "too_many_windows", over)
         if sum(windows) > config.max_windows:
-            fail(413, "too_many_windows", f"{sum(windows)} model inputs (windows); at most {config.max_windows} "
-                                          "per request")
-        if not texts:
-            results = []
-            scored_by = model
-        else:
-            job = asyncio.ensure_future(batcher.submit(texts, sum(windows)))
-            gone = asyncio.ensure_future(client_gone(request))
+            self.fail(413, "too_many_windows", f"{sum(windows)} model inputs (windows); at most "
+                                               f"{config.max_windows} per request")
+        return windows
+
+    async def predict(self, texts: list[str], request: Request):
+        """POST /v1/predict after authorization: limits, the batcher, the answer (499 when the client left)."""
+        from fastapi.responses import Response
+
+        started = time.perf_counter()
+        model = self.slot.predictor
+        windows = await self._windows(model, texts)
+        results, scored_by = [], model
+        if texts:
+            job = asyncio.ensure_future(self.batcher.submit(texts, sum(windows)))
+            gone = asyncio.ensure_future(_client_gone(request))
             await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
             if not job.done():  # the client disconnected: drop its work from the queue
                 job.cancel()
-                metrics.errors.labels("client_gone").inc()
+                self.metrics.errors.labels("client_gone").inc()
                 return Response(status_code=499)
             gone.cancel()
             try:
-                results = job.result()
-                scored_by = results[0][1]
-                results = [p for p, _ in results]
+                scored = job.result()
+                scored_by, results = scored.model, scored.predictions
             except QueueFull:
-                fail(503, "queue_full", "server busy: queue full", {"Retry-After": "1"})
+                self.fail(503, "queue_full", "server busy: queue full", {"Retry-After": "1"})
             except Exception as err:
-                fail(500, "model", f"model call failed: {type(err).__name__}")
-        metrics.latency.observe(time.perf_counter() - started)
+                self.fail(500, "model", f"model call failed: {type(err).__name__}")
+        self.metrics.latency.observe(time.perf_counter() - started)
         # Encoded here, once: FastAPI would validate the response against PredictResponse and re-encode every
         # probability through jsonable_encoder, a per-request cost next to a small model's (the schema stays
         # in the OpenAPI docs through response_model).
@@ -200,18 +207,69 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
                    "predictions": [r.to_json() for r in results]}
         return Response(json.dumps(payload, ensure_ascii=False, separators=(",", ":")), media_type="application/json")
 
+    async def admin_reload(self):
+        """POST /v1/admin/reload after authorization."""
+        from fastapi.responses import JSONResponse
+
+        if self.supervisor_pid is not None:  # one worker cannot reload the others: say so rather than split traffic
+            self.fail(409, "workers", "this server runs several worker processes and this route reaches only one; "
+                                      f"send SIGHUP to the supervisor (kill -HUP {self.supervisor_pid}) to reload "
+                                      "them all")
+        record = await self.slot.reload("admin")
+        return JSONResponse(record, status_code=200 if record["ok"] else 409)
+
+    def readiness(self):
+        from fastapi.responses import JSONResponse
+
+        if not (self.ready and self.batcher.running):
+            return JSONResponse({"status": "not ready"}, status_code=503)
+        model = self.slot.predictor
+        # Under workers the supervisor reloads (SIGHUP) and restarts; what it last did is in its status folder.
+        supervised = read_status() if self.supervisor_pid is not None else {}
+        return {"status": "ready", "backend": model.backend_name, "model_version": model.version,
+                "reload": supervised.get("reload", self.slot.last_reload),
+                **({"workers": supervised["workers"]} if "workers" in supervised else {})}
+
+
+async def _client_gone(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int | None = None):
+    """The ASGI app: POST /v1/predict, GET/HEAD /healthz, /readyz, GET /metrics, POST /v1/admin/reload, a page
+    for people at / (its figures at /v1/status), and OpenAPI docs at /docs, all without internet.
+    `reload()` loads the export anew (a new `Predictor`); SIGHUP calls it too. `supervisor_pid`: this app is one
+    of several worker processes under that supervisor, whose SIGHUP is the only way to reload them all.
+    Returns (the guarded ASGI app, the FastAPI app)."""
+    from fastapi import FastAPI, Header
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import Response
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    service = PredictService(predictor, config, reload, supervisor_pid)
+    app = FastAPI(title="senti", version="1", lifespan=service.lifespan, docs_url=None, redoc_url=None,  # console.py
+                  description=f"Chinese sentiment analysis: labels {predictor.labels}, backend {predictor.backend_name}")
+    add_pages(app, service.status, page_guard(config.api_key, "senti"))
+    app.add_exception_handler(RequestValidationError, service.invalid)
+
+    @app.post(PREDICT_PATH, response_model=PredictResponse,
+              responses={401: {"description": "missing or wrong API key"}, 413: {"description": "too large"},
+                         422: {"description": "invalid body, or a text that cannot be scored (its index named)"},
+                         503: {"description": "queue full; retry after the Retry-After seconds"}})
+    async def predict(body: PredictRequest, request: Request, authorization: str | None = Header(None),
+                      x_api_key: str | None = Header(None)):
+        service.authorize(authorization, x_api_key)
+        return await service.predict(body.texts, request)
+
     @app.post("/v1/admin/reload", responses={401: {"description": "missing or wrong API key"},
                                              409: {"description": "the new export failed; the old model serves"}})
     async def admin_reload(authorization: str | None = Header(None), x_api_key: str | None = Header(None)):
         """Load the export folder anew, check it, and swap it in between batches (as SIGHUP does)."""
         if config.api_key is None:  # anyone on the port could reload in a loop and halve the throughput
-            fail(403, "admin_off", "the admin route needs an API key (senti serve --api-key-env NAME)")
-        authorize(authorization, x_api_key)
-        if supervisor_pid is not None:  # one worker cannot reload the others: say so rather than split traffic
-            fail(409, "workers", f"this server runs several worker processes and this route reaches only one; "
-                                 f"send SIGHUP to the supervisor (kill -HUP {supervisor_pid}) to reload them all")
-        record = await slot.reload("admin")
-        return JSONResponse(record, status_code=200 if record["ok"] else 409)
+            service.fail(403, "admin_off", "the admin route needs an API key (senti serve --api-key-env NAME)")
+        service.authorize(authorization, x_api_key)
+        return await service.admin_reload()
 
     @app.api_route("/healthz", methods=["GET", "HEAD"])
     async def healthz():
@@ -219,21 +277,14 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
 
     @app.api_route("/readyz", methods=["GET", "HEAD"])
     async def readyz():
-        if state["ready"] and batcher.running:
-            model = slot.predictor
-            # Under workers the supervisor reloads (SIGHUP) and restarts; what it last did is in its status folder.
-            supervised = read_status() if supervisor_pid is not None else {}
-            return {"status": "ready", "backend": model.backend_name, "model_version": model.version,
-                    "reload": supervised.get("reload", slot.last_reload),
-                    **({"workers": supervised["workers"]} if "workers" in supervised else {})}
-        return JSONResponse({"status": "not ready"}, status_code=503)
+        return service.readiness()
 
     @app.get("/metrics")
     async def prometheus_metrics():
-        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+        return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     guarded = Guard(app, config.max_body_bytes, config.body_timeout_s,
-                    lambda status: metrics.requests.labels(str(status)).inc())
+                    lambda status: service.metrics.requests.labels(str(status)).inc())
     return guarded, app
 
 

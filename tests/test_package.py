@@ -241,3 +241,18 @@ def test_train_and_distill_options_are_the_settings_fields():
             settable -= {"dataset", "amp", "amp_dtype", "eval_every", "early_stop"}
         assert settable - options == set(), (command.__name__, settable - options)
         assert options - settable - extra - unsettable - launch - {"device"} == set(), command.__name__
+
+
+def test_no_function_in_the_package_is_over_80_lines():
+    """A newcomer reads a function whole: the house rule (docs/ARCHITECTURE.md), checked on every module."""
+    import ast
+
+    long = []
+    for folder in ("core", "serving", "export", "toolkit", "benchmarks", "cli"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > 80:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, long

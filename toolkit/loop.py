@@ -78,6 +78,46 @@ def optimizer_step(loss, optimizer, scaler=None) -> None:
     optimizer.clear_grad()
 
 
+class _KeepBest:
+    """Evaluation on dev with best-checkpoint saving: `keep(epoch, step)` records the evaluation and says whether
+    it improved (every rank evaluates, so early-stop decisions agree; the main process alone saves and says)."""
+
+    def __init__(self, evaluate, save, metrics: dict, main_process: bool, say):
+        self.evaluate, self.save, self.metrics, self.main_process, self.say = evaluate, save, metrics, main_process, say
+
+    def __call__(self, epoch: int, step: int) -> bool:
+        record = self.evaluate(epoch, step)
+        self.metrics["evaluations"].append(record)
+        best = self.metrics["best"]
+        improved = best is None or (record["dev_accuracy"], record["dev_macro_f1"]) > (
+            best["dev_accuracy"], best["dev_macro_f1"])
+        if improved:
+            self.metrics["best"] = record
+            if self.main_process:
+                self.save(record)
+        if self.main_process:
+            self.say(f"epoch {epoch} step {step}: dev accuracy {record['dev_accuracy']:.4f}, "
+                     f"macro-F1 {record['dev_macro_f1']:.4f}{'  (best, saved)' if improved else ''}")
+        return improved
+
+
+def _checked_loss(loss_fn, index, precision: str, epoch: int, step: int, output_dir: str):
+    """(loss tensor, its value, terms) of one batch under AMP when asked; a NaN or infinite loss stops training."""
+    import paddle
+
+    amp_dtype = "bfloat16" if precision == "bf16" else "float16"  # ignored when AMP is off
+    with paddle.amp.auto_cast(enable=precision != "fp32", dtype=amp_dtype, level="O1"):
+        loss, terms = loss_fn(index)
+    value = float(loss)
+    if not math.isfinite(value):
+        raise TrainingDiverged(
+            f"loss became {value} at epoch {epoch}, step {step + 1} ({precision}); "
+            f"lower --lr{' or train without --amp' if precision != 'fp32' else ''}. "
+            f"The best checkpoint so far is kept in {output_dir}"
+        )
+    return loss, value, terms
+
+
 def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, metrics: dict,
         say=print, progress=None, extra_parameters=()) -> dict:
     """Train `net` (`model`, maybe wrapped in DataParallel) and fill `metrics`; returns it.
@@ -100,24 +140,9 @@ def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, me
     optimizer, schedule = make_optimizer(list(model.named_parameters()) + list(extra_parameters), config,
                                          total_steps)
     scaler = paddle.amp.GradScaler(init_loss_scaling=config.init_loss_scaling) if precision == "fp16" else None
-    amp_dtype = "bfloat16" if precision == "bf16" else "float16"  # ignored when AMP is off
     metrics.update(epochs=[], evaluations=[], step_losses=[], step_terms=[], best=None, interrupted=None,
                    stopped_early=False)
-
-    def evaluate_and_keep_best(epoch: int, step: int) -> bool:
-        record = evaluate(epoch, step)  # every rank evaluates, so early-stop decisions agree
-        metrics["evaluations"].append(record)
-        best = metrics["best"]
-        improved = best is None or (record["dev_accuracy"], record["dev_macro_f1"]) > (
-            best["dev_accuracy"], best["dev_macro_f1"])
-        if improved:
-            metrics["best"] = record
-            if main_process:
-                save(record)
-        if main_process:
-            say(f"epoch {epoch} step {step}: dev accuracy {record['dev_accuracy']:.4f}, "
-                f"macro-F1 {record['dev_macro_f1']:.4f}{'  (best, saved)' if improved else ''}")
-        return improved
+    keep = _KeepBest(evaluate, save, metrics, main_process, say)
 
     step, stale = 0, 0
     with StopFlag() as stop:
@@ -128,15 +153,7 @@ def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, me
             started, samples, tokens, losses, stopped = time.perf_counter(), 0, 0, [], False
             task = progress.add_task(f"epoch {epoch}", total=len(batches)) if progress and main_process else None
             for index in batches:
-                with paddle.amp.auto_cast(enable=precision != "fp32", dtype=amp_dtype, level="O1"):
-                    loss, terms = loss_fn(index)
-                loss_value = float(loss)
-                if not math.isfinite(loss_value):
-                    raise TrainingDiverged(
-                        f"loss became {loss_value} at epoch {epoch}, step {step + 1} ({precision}); "
-                        f"lower --lr{' or train without --amp' if precision != 'fp32' else ''}. "
-                        f"The best checkpoint so far is kept in {config.output_dir}"
-                    )
+                loss, loss_value, terms = _checked_loss(loss_fn, index, precision, epoch, step, config.output_dir)
                 optimizer_step(loss, optimizer, scaler)
                 schedule.step()
                 step += 1
@@ -149,7 +166,7 @@ def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, me
                 if task is not None:
                     progress.update(task, advance=1, description=f"epoch {epoch} loss {loss_value:.3f}")
                 if config.eval_every and step % config.eval_every == 0:
-                    stale = 0 if evaluate_and_keep_best(epoch, step) else stale + 1
+                    stale = 0 if keep(epoch, step) else stale + 1
                 if stop.signal or (config.max_steps and step >= config.max_steps) or (
                         config.early_stop and stale >= config.early_stop):
                     stopped = True
@@ -161,7 +178,7 @@ def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, me
                 metrics["interrupted"] = {"signal": stop.signal, "epoch": epoch, "step": step}
                 break
             if not config.eval_every:
-                stale = 0 if evaluate_and_keep_best(epoch, step) else stale + 1
+                stale = 0 if keep(epoch, step) else stale + 1
             last = metrics["evaluations"][-1] if metrics["evaluations"] else {}
             metrics["epochs"].append({
                 "epoch": epoch, "steps": len(losses), "wall_seconds": wall,
