@@ -114,8 +114,8 @@ def launch_training(config, devices: list[str], cluster: Cluster = Cluster()) ->
 def _watch(cmd: list[str], log_dir: Path, cluster: Cluster) -> int:
     """Run the launcher; stop it when the nodes have not all joined within the timeout, or when a worker has
     reported its error and the launcher lingers (it may wait on a master that is gone)."""
-    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=open(log_dir / "launcher.log", "ab"))
+    with open(log_dir / "launcher.log", "ab") as launcher_log:
+        proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=launcher_log)
     started, failed_at = time.monotonic(), None
     try:
         while proc.poll() is None:
