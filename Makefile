@@ -38,6 +38,7 @@ quickstart: venv
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 test: venv lint
 	$(BIN)/python -m pytest

@@ -8,9 +8,11 @@ against a slower library's kernel than its own. A fraction above 1 means the FLO
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,8 +32,9 @@ def paddle_matmul(device: str, size: int, dtype: str) -> float:
     """Seconds of one [size, size] @ [size, size] in Paddle's dynamic graph."""
     import paddle
 
-    a = paddle.randn([size, size]).astype(dtype)
-    b = paddle.randn([size, size]).astype(dtype)
+    # paddle's stubs leave out dtype names, which astype takes
+    a = paddle.randn([size, size]).astype(dtype)  # type: ignore[arg-type]
+    b = paddle.randn([size, size]).astype(dtype)  # type: ignore[arg-type]
 
     def call():
         a @ b
@@ -101,13 +104,13 @@ def measure_ceilings(device: str, threads: int, precisions, when: str, say=print
     size = 8192 if device == "gpu" else 2048
     candidates = [("paddle", "fp32", lambda: paddle_matmul(device, size, "float32"))]
     if device == "gpu":
-        candidates += [("paddle", p, lambda d=d: paddle_matmul(device, size, d))
+        candidates += [("paddle", p, functools.partial(paddle_matmul, device, size, d))
                        for p, d in (("fp16", "float16"), ("bf16", "bfloat16")) if p in precisions]
     else:
         candidates += [("paddle-inference-onednn", "fp32", lambda: paddle_inference_matmul(size, threads)),
                        ("onnxruntime", "fp32", lambda: onnxruntime_matmul(size, threads, int8=False)),
                        ("onnxruntime", "int8", lambda: onnxruntime_matmul(size, threads, int8=True))]
-    records = []
+    records: list[dict[str, Any]] = []
     for runtime, precision, time_it in candidates:
         seconds = time_it()
         records.append({"suite": "ceiling", "runtime": runtime, "precision": precision, "size": size,

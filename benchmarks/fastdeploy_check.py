@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -57,11 +58,12 @@ def main(argv=None) -> dict:
         senti_logits.append(predictor.backend(ids, np.zeros_like(ids)))
         senti_s.append(time.perf_counter() - t0)
     graph, params = layout.paddle_model_files(export / layout.PADDLE_DIR)
-    report = {"export": str(export), "texts": len(texts), "batches": len(batches),
+    report: dict[str, Any] = {"export": str(export), "texts": len(texts), "batches": len(batches),
               "senti_onnxruntime_ms_per_batch": 1000 * float(np.median(senti_s)), "backends": {}}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        np.savez(folder / "batches.npz", **{f"ids_{i}": ids for i, ids in enumerate(batches)})
+        arrays: dict[str, Any] = {f"ids_{i}": ids for i, ids in enumerate(batches)}
+        np.savez(folder / "batches.npz", **arrays)
         (folder / "spec.json").write_text(json.dumps({
             "onnx": str((export / layout.ONNX_FILES["onnx"]).resolve()), "paddle_model": str(Path(graph).resolve()),
             "paddle_params": str(Path(params).resolve()), "threads": args.threads, "batches": len(batches)}))

@@ -5,6 +5,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,8 @@ def main(folder: Path, backend: str) -> None:
         out = runtime.infer({n: feeds[n] for n in names})[0]
         seconds.append(time.perf_counter() - t0)
         logits.append(np.asarray(out, dtype=np.float32))
-    np.savez(folder / "result.npz", **{f"logits_{i}": x for i, x in enumerate(logits)})
+    arrays: dict[str, Any] = {f"logits_{i}": x for i, x in enumerate(logits)}
+    np.savez(folder / "result.npz", **arrays)
     (folder / "result.json").write_text(json.dumps({"seconds": seconds, "numpy": np.__version__,
                                                     "fastdeploy": fd.__version__}), encoding="utf-8")
 

@@ -148,7 +148,7 @@ def run(ctx) -> list[dict]:
     rows = ctx.splits.dev[: 64 if config.quick else config.infer_texts]
     texts = [e.text for e in rows]
     gold = np.array([ctx.labels.index(e.label) for e in rows]) if ctx.trained else None
-    tokenizer = FastTokenizer.from_export(ctx.export_dir, export_meta.tokenizer)
+    tokenizer = FastTokenizer.from_settings(ctx.export_dir, export_meta.tokenizer)
     batch_sizes = sorted({1, *config.batch_sizes[:1 if config.quick else 2]})
     max_seq_len = ctx.meta.max_seq_len
     records = bench_real_texts(backends, tokenizer, texts, gold, max_seq_len, batch_sizes,

@@ -40,7 +40,8 @@ def main(spec_file: str) -> None:
     bodies = [json.dumps({"texts": [texts[(n * per + k) % len(texts)] for k in range(per)]}).encode()
               for n in range(spec["requests"])]
     extra = "".join(f"{k}: {v}\r\n" for k, v in spec.get("headers", {}).items())
-    latencies, errors = [], []
+    latencies: list[float] = []
+    errors: list[str] = []
 
     async def run():
         await asyncio.gather(*(_client(spec["port"], bodies[c::clients], extra, latencies, errors)

@@ -13,6 +13,7 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,13 @@ WORKER = Path(__file__).resolve().parent / "peer_worker.py"
 def peer_python() -> str | None:
     candidate = os.environ.get("SENTI_PEER_PYTHON") or str(ROOT / ".venv-peer" / "bin" / "python")
     return candidate if Path(candidate).is_file() else None
+
+
+def _peer_python() -> str:
+    python = peer_python()
+    if python is None:
+        raise RuntimeError("no peer environment: make peer-venv, or set SENTI_PEER_PYTHON")
+    return python
 
 
 def available() -> str | None:
@@ -45,7 +53,7 @@ def bench_peer(encoded, labels: np.ndarray, shape: dict, heads: int, vocab_size:
     lengths = [len(e) for e in encoded]
     for batch in batch_sizes:
         batches = representative_batches(lengths, batch, np.random.default_rng(0))[: warmup + steps]
-        arrays = {}
+        arrays: dict[str, Any] = {}
         for i, index in enumerate(batches):
             arrays[f"ids_{i}"], _ = pad_batch(encoded, index)
             arrays[f"y_{i}"] = labels[index]
@@ -56,7 +64,7 @@ def bench_peer(encoded, labels: np.ndarray, shape: dict, heads: int, vocab_size:
                     "threads": threads, "device": device, "batches": len(batches), "train_rows": len(encoded),
                     "ceiling_size": 8192 if device == "gpu" else 2048}
             (Path(tmp) / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
-            result = subprocess.run([peer_python(), str(WORKER), tmp], capture_output=True, text=True, timeout=1800)
+            result = subprocess.run([_peer_python(), str(WORKER), tmp], capture_output=True, text=True, timeout=1800)
             if result.returncode != 0:
                 raise RuntimeError(f"peer worker failed: {result.stderr[-1500:]}")
             results = json.loads((Path(tmp) / "result.json").read_text(encoding="utf-8"))

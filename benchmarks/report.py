@@ -17,7 +17,8 @@ def _load(folder: Path) -> dict:
 
 def _ceiling_table(ceilings: list[dict]) -> str:
     """One row per runtime and precision, a GFLOP/s column per moment it was timed (start, peer, end)."""
-    rows, moments = {}, [m for m in ("start", "peer", "end") if any(c.get("when") == m for c in ceilings)]
+    rows: dict[tuple, dict] = {}
+    moments = [m for m in ("start", "peer", "end") if any(c.get("when") == m for c in ceilings)]
     for c in ceilings:
         rows.setdefault((c["runtime"], c["precision"], c["size"]), {})[c["when"]] = c
     return _table(["runtime", "precision", "size", *(f"GFLOP/s ({m})" for m in moments)],

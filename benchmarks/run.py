@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -73,8 +74,8 @@ class BenchContext:
     checkpoint: Path
     export_dir: Path
     trained: bool  # False: random weights, so accuracy is chance level
-    model_config: object  # the PaddleNLP config of the model's shape
-    meta: object  # the checkpoint's CheckpointMeta
+    model_config: Any  # the PaddleNLP config of the model's shape
+    meta: Any  # the checkpoint's CheckpointMeta
     shape: dict  # layers, hidden, ffn: for FLOP counts
     encoded: list  # training rows' token ids
     y: np.ndarray  # their label ids
@@ -109,11 +110,11 @@ def run_bench(config: BenchConfig, say=print) -> Path:
     from senti.benchmarks.ceiling import attach_fractions, measure_ceilings
     from senti.benchmarks.models import resolve_model
     from senti.benchmarks.results import ResultsWriter
+    from senti.core import stopping
     from senti.core.checkpoint import load_checkpoint
     from senti.core.errors import SentiError
     from senti.toolkit.batching import encode_texts
     from senti.toolkit.data import load_splits
-    from senti.toolkit.loop import StopFlag
 
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -127,7 +128,8 @@ def run_bench(config: BenchConfig, say=print) -> Path:
     splits = load_splits(config.dataset, seed=42)
     texts = [e.text for e in splits.train]
     say(f"model {config.model} on {env.get('gpu') or env['cpu_model']} ({threads} threads)")
-    checkpoint, export_dir, trained = resolve_model(config.model, out / "models", texts, splits.labels,
+    model = config.model or ""  # set by __post_init__
+    checkpoint, export_dir, trained = resolve_model(model, out / "models", texts, splits.labels,
                                                     [e.label for e in splits.train], say=say,
                                                     parity_texts=64 if config.quick else 256)
     model, tokenizer, meta = load_checkpoint(checkpoint)
@@ -146,15 +148,19 @@ def run_bench(config: BenchConfig, say=print) -> Path:
     del model
 
     suite_seconds: dict[str, float] = {}
-    with StopFlag() as stop:
-        ctx.stop = lambda: stop.signal
+    with stopping.stop_at_checkpoints(stopping.INTERRUPTS):
+        ctx.stop = stopping.signal_name
         for suite in config.suites():
-            if stop.signal:
+            if stopping.signal_name():
                 break
             say(f"suite: {suite}")
             started = time.perf_counter()
             try:
                 results.add(suite_module(suite).run(ctx))
+            except SystemExit:  # a stop reached a safe point inside the suite (an export's): keep what was measured
+                if not stopping.signal_name():
+                    raise
+                break
             finally:  # how long each suite took, so a default run can be kept inside its time budget
                 suite_seconds[suite] = round(time.perf_counter() - started, 1)
                 say(f"suite {suite}: {suite_seconds[suite]:.0f} s")

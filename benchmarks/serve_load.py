@@ -130,7 +130,8 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
         result = json.loads(load.stdout)
         metrics = httpx.get(f"{base}/metrics").text
         counts_after = _model_counts(base) if counts_before else None
-        counts = {k: v - counts_before[k] for k, v in counts_after.items()} if counts_after else None
+        counts = ({k: v - counts_before[k] for k, v in counts_after.items()} if counts_before and counts_after
+                  else None)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -178,7 +179,7 @@ def run(ctx) -> list[dict]:
     exports = {config.model: ctx.export_dir}
     if not config.quick and config.model != STUDENT_SHAPE:
         exports[STUDENT_SHAPE] = student_export(ctx)
-    variants = [(shape, {}) for shape in exports]  # senti serve's default layout
+    variants: list[tuple[str, dict]] = [(shape, {}) for shape in exports]  # senti serve's default layout
     if not config.quick:  # measured on the smallest model, where the layers around it weigh most
         student = STUDENT_SHAPE if STUDENT_SHAPE in exports else config.model
         variants += [(student, {"workers": 1}), (student, {"workers": 1, "ort_spinning": True})]

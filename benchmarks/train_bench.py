@@ -7,6 +7,8 @@ Out-of-memory is caught and recorded as the limit, not crashed on.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from senti.benchmarks.flops import mlm_training_flops, training_flops
@@ -33,7 +35,7 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
     import paddle.nn.functional as F
     from paddle.static import InputSpec
 
-    records = []
+    records: list[dict] = []
     lengths = [len(e) for e in encoded]
     for mode in modes:
         for precision in precisions:
@@ -54,7 +56,7 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
                     optimizer = paddle.optimizer.AdamW(learning_rate=1e-4, parameters=model.parameters(),
                                                        grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0))
                     scaler = paddle.amp.GradScaler(init_loss_scaling=1024) if precision == "fp16" else None
-                    amp_dtype = "bfloat16" if precision == "bf16" else "float16"
+                    amp_dtype: Literal["bfloat16", "float16"] = "bfloat16" if precision == "bf16" else "float16"
                     rng = np.random.default_rng(0)
                     batches = representative_batches(lengths, batch, rng)
                     times, tokens, flops = [], [], []
@@ -199,11 +201,12 @@ def report(results) -> list[str]:
         if r.get("oom"):
             rows.append([r["mode"], r["precision"], r["batch_size"], "out of memory", "", "", "", "", ""])
             continue
+        assert base is not None  # r itself is a measured row
         rows.append([r["mode"], r["precision"], r["batch_size"], number(r["seconds_per_epoch"]) + " (extrap.)",
                      number(r["samples_per_s"]), number(r["tokens_per_s"], 0), share(r),
                      f"{base['seconds_per_epoch'] / r['seconds_per_epoch']:.2f}x",
                      f"{r['timed_steps']} (IQR {r['step_ms']['iqr']:,.0f} ms)"])
-    limit = next(iter(results.by_suite("train_limit")), {})
+    limit: dict = next(iter(results.by_suite("train_limit")), {})
     rows_trained = train[0]["train_rows"] if train else 0
     lines = ["", "## Training", "", f"{rows_trained} training rows; each row is the median of its timed "
              "steps (column: how many, and their interquartile range) after warm-up, on the epoch's "

@@ -35,10 +35,11 @@ def main():
     try:
         app()
     except SystemExit as done:
-        if stopping.requested():  # stopped by a signal: skip native libraries' teardown, which may crash
+        signum = stopping.requested()
+        if signum:  # stopped by a signal: skip native libraries' teardown, which may crash
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(done.code if isinstance(done.code, int) else 128 + stopping.requested())
+            os._exit(done.code if isinstance(done.code, int) else 128 + signum)
         raise
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -13,9 +13,14 @@ from senti.cli.common import choices, console, fail, quiet, say, user_errors
 
 app = typer.Typer(help="Training and inference benchmarks; `senti bench compare` merges runs.",
                   pretty_exceptions_enable=False)
-Target = choices("Target", TARGETS)
-BenchSuite = choices("BenchSuite", (*SUITES, "all"))
-AmpChoice = choices("AmpChoice", AMP_CHOICES)
+if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
+    Target = Any
+    BenchSuite = Any
+    AmpChoice = Any
+else:
+    Target = choices("Target", TARGETS)
+    BenchSuite = choices("BenchSuite", (*SUITES, "all"))
+    AmpChoice = choices("AmpChoice", AMP_CHOICES)
 
 
 @app.callback(invoke_without_command=True)

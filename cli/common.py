@@ -111,8 +111,9 @@ def sigterm_unwinds():
         try:
             yield
         except BaseException:
-            if stopping.requested():
-                raise SystemExit(128 + stopping.requested()) from None
+            signum = stopping.requested()
+            if signum:
+                raise SystemExit(128 + signum) from None
             raise
         stopping.checkpoint()
 

@@ -4,7 +4,7 @@ or of an export folder (scored by the runtime that serves it)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -14,7 +14,10 @@ from senti.cli.predict import Backend
 from senti.toolkit.data import EVAL_SPLITS
 
 app = typer.Typer()
-Split = choices("Split", EVAL_SPLITS)
+if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
+    Split = Any
+else:
+    Split = choices("Split", EVAL_SPLITS)
 
 
 @app.command("eval")

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 
 from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, say, sigterm_unwinds, user_errors
+from senti.core.artifacts import ExportMeta
 from senti.export.pipeline import EXPORT_FORMATS, QUANTIZE_CHOICES
 
 app = typer.Typer()
-Quantize = choices("Quantize", QUANTIZE_CHOICES)
+if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
+    Quantize = Any
+else:
+    Quantize = choices("Quantize", QUANTIZE_CHOICES)
 
 
 @app.command("export")
@@ -50,12 +54,15 @@ def export_cmd(
                         f"{record['reference_accuracy']:.4f})")
     for col in ("format", "max |logit diff|", "alone vs batch", "label agreement", "accuracy", "fit"):
         table.add_column(col, justify="right")
-    for fmt, entry in record["formats"].items():
-        p = entry["parity"]
-        table.add_row(fmt, f"{p.get('max_abs_logit_diff', float('nan')):.2e}",
-                      f"{p.get('max_batch_dependence', float('nan')):.1e}",
-                      f"{p.get('label_agreement', float('nan')):.4f}", f"{p.get('accuracy', float('nan')):.4f}",
-                      {True: "yes", False: "NO", None: "unverified"}[p["fit"]])
+    for fmt, entry in ExportMeta.from_json(record, str(output_dir)).formats.items():
+        p = entry.parity
+        table.add_row(fmt, _figure(p.max_abs_logit_diff, ".2e"), _figure(p.max_batch_dependence, ".1e"),
+                      _figure(p.label_agreement, ".4f"), _figure(p.accuracy, ".4f"),
+                      {True: "yes", False: "NO", None: "unverified"}[p.fit])
     console.print(table)
     console.print(f"export: [bold]{output_dir}[/] ({', '.join(record['formats'])}; Triton repository: "
                   f"{record['triton'] or 'none'})")
+
+
+def _figure(value: float | None, spec: str) -> str:
+    return format(float("nan") if value is None else value, spec)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -25,10 +25,16 @@ from senti.serving.predictor import LONG_TEXT_MODES
 from senti.serving.streaming import ENGINES, STDIO
 
 app = typer.Typer()
-Backend = choices("Backend", ("auto", *BACKENDS))
-LongText = choices("LongText", LONG_TEXT_MODES)
-Engine = choices("Engine", ENGINES)
-InputFormat = choices("InputFormat", tuple(suffix.lstrip(".") for suffix in INPUT_SUFFIXES))
+if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
+    Backend = Any
+    LongText = Any
+    Engine = Any
+    InputFormat = Any
+else:
+    Backend = choices("Backend", ("auto", *BACKENDS))
+    LongText = choices("LongText", LONG_TEXT_MODES)
+    Engine = choices("Engine", ENGINES)
+    InputFormat = choices("InputFormat", tuple(suffix.lstrip(".") for suffix in INPUT_SUFFIXES))
 
 
 @app.command()
@@ -75,13 +81,13 @@ def predict(
     from senti.serving.streaming import check_output
 
     with user_errors(), sigterm_unwinds():
-        if input:
+        if input and output:
             check_output(Path(input), output)  # before the model loads: nothing is scored for nothing
         predictor = Predictor.load(model, backend=backend.value, device=device, threads=threads,
                                    long_text=long_text.value, max_windows=max_windows_per_text)
         if texts:
             results = predictor.predict(texts, batch_size=batch_size)
-        else:
+        elif input and output:
             counts = _predict_file(predictor, input, output, batch_size, text_column,
                                    input_format and f".{input_format.value}", say_to)
     if texts:

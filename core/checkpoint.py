@@ -4,12 +4,13 @@ shared by `senti export` and the toolkit's eval, distillation and continued trai
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta, SplitRecipe, labels_problem
+from senti.core.artifacts import ArtifactMeta, SplitRecipe, TokenizerSettings, labels_problem
 from senti.core.errors import ArtifactError
 
 
@@ -19,12 +20,13 @@ class CheckpointMeta(ArtifactMeta):
 
     FILE: ClassVar[str] = layout.CHECKPOINT_META
     KIND: ClassVar[str] = "checkpoint"
+    NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {"tokenizer": TokenizerSettings.from_json}
 
     labels: list[str]
     max_seq_len: int
     meta_version: int = layout.META_VERSION
     written_by: str = "senti train"
-    tokenizer: dict = field(default_factory=dict)
+    tokenizer: TokenizerSettings = field(default_factory=TokenizerSettings)
     model: dict = field(default_factory=dict)  # source: scratch preset, PaddleNLP name, parent checkpoint
     versions: dict = field(default_factory=dict)
     # The SplitRecipe of the data it was trained on; None in checkpoints from before senti recorded it.

@@ -73,7 +73,9 @@ def model_class():
                                         self.config.pad_token_id or 0):
                 total = total + (self.ngram_table(key) * mask.unsqueeze(-1)).sum(axis=1)
                 count = count + mask.sum(axis=1, keepdim=True)
-            return total / paddle.sqrt(paddle.clip(count, min=1.0))
+            # count is a Tensor once the loop has run (there is always one n-gram order); plain annotations here
+            # would go through to_static's rewriting of this method
+            return total / paddle.sqrt(paddle.clip(count, min=1.0))  # type: ignore[arg-type]
 
         def forward(self, input_ids, token_type_ids=None, position_ids=None, attention_mask=None, return_parts=False,
                     **kwargs):

@@ -116,7 +116,7 @@ def _jsonl_rows(path, lines, text_column, label_column, with_labels):
             yield Row(n, None, "not valid UTF-8")
             continue
         record, error = parse_json_line(line)
-        if error:
+        if record is None:
             yield Row(n, None, error)
             continue
         if text_col is None:

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from senti.core import layout, stopping
-from senti.core.artifacts import ExportMeta, remove_stale_work
+from senti.core.artifacts import ExportMeta, FormatRecord, Parity, TokenizerSettings, remove_stale_work
 from senti.core.batching import pad_batch
 from senti.core.checkpoint import load_checkpoint
 from senti.core.errors import SentiError
@@ -152,9 +152,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
     started = time.perf_counter()
     reference = logits_by_shape(dynamic, encoded)  # before to_static, which rewrites the layer in place
     reference_accuracy = float((reference["batch_32"].argmax(1) == gold_ids).mean())
-    fast = FastTokenizer(Path(config.model) / layout.VOCAB, do_lower_case=bool(getattr(tokenizer, "do_lower_case", True)),
-                         unk_token=tokenizer.unk_token, cls_token=tokenizer.cls_token, sep_token=tokenizer.sep_token,
-                         pad_token=tokenizer.pad_token)
+    fast = FastTokenizer.from_settings(Path(config.model), TokenizerSettings.of(tokenizer))
     reference_stats = _drift_of(reference["batch_32"], texts, fast, max_len, labels)
     say(f"dynamic graph: accuracy {reference_accuracy:.4f} on {len(texts)} parity texts")
 
@@ -173,10 +171,9 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
             stopping.checkpoint()  # a SIGTERM between steps: the staging folder goes with the exception
             entry, made_io = _make_format(fmt, staging, graph_file, params_file, spec, job)
             io = made_io or io
-            formats[fmt] = {**entry, "parity": _check_format(fmt, staging, config.threads, encoded, reference,
-                                                             gold_ids, reference_accuracy, say)}
-        failed = {f: v["parity"]["reason"] for f, v in formats.items()
-                  if FORMATS[f].required and not v["parity"]["fit"]}
+            parity = _check_format(fmt, staging, config.threads, encoded, reference, gold_ids, reference_accuracy, say)
+            formats[fmt] = FormatRecord(files=entry.pop("files"), parity=parity, made=entry)
+        failed = {f: v.parity.reason for f, v in formats.items() if FORMATS[f].required and not v.parity.fit}
         if failed:
             raise ExportError("exported model disagrees with the dynamic graph: " +
                               "; ".join(f"{f}: {r}" for f, r in failed.items()))
@@ -204,7 +201,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
 
 
 def _check_format(fmt: str, staging: Path, threads, encoded, reference: dict, gold_ids, reference_accuracy: float,
-                  say) -> dict:
+                  say) -> Parity:
     """The parity record of one format just written to `staging`, judged against the dynamic graph."""
     stopping.checkpoint()
     try:
@@ -213,11 +210,11 @@ def _check_format(fmt: str, staging: Path, threads, encoded, reference: dict, go
         raise
     except Exception as err:  # the runtimes raise their own types on graphs they cannot run
         if FORMATS[fmt].cpu_rank is None:  # a GPU format: the CPU provider may lack its kernels
-            return {"fit": None, "reason": f"not verifiable here ({type(err).__name__}: {str(err)[:120]})"}
+            return Parity(fit=None, reason=f"not verifiable here ({type(err).__name__}: {str(err)[:120]})")
         raise ExportError(f"{fmt}: the exported model does not run ({type(err).__name__}: "
                           f"{str(err).splitlines()[0][:200]})") from None
-    result = judge(fmt, compare(reference, candidate, gold_ids), reference_accuracy)
-    say(f"{fmt}: {result['reason']}; accuracy {result['accuracy']:.4f}")
+    result = Parity.from_json(judge(fmt, compare(reference, candidate, gold_ids), reference_accuracy))
+    say(f"{fmt}: {result.reason}; accuracy {result.accuracy:.4f}")
     return result
 
 
@@ -239,7 +236,9 @@ def _make_format(fmt: str, staging: Path, graph_file, params_file, spec: ExportS
                           f"{layout.PADDLE_DIR}/{layout.PADDLE_PARAMS}"]}, None
     if fmt == "onnx":
         return {"files": [path.name]}, paddle_to_onnx(graph_file, params_file, path, spec)
-    extra = MAKERS[fmt](staging / FORMATS[FORMATS[fmt].source].path, path, job) or {}
+    source = FORMATS[fmt].source
+    assert source is not None, f"{fmt} is made from another format"  # every derived format names its source
+    extra = MAKERS[fmt](staging / FORMATS[source].path, path, job) or {}
     return {"files": [path.name], **extra}, None
 
 
@@ -252,13 +251,7 @@ def _export_record(config: ExportConfig, data, model, tokenizer, spec: ExportSpe
         data=data,
         labels=labels,
         max_seq_len=max_len,
-        tokenizer={
-            "class": type(tokenizer).__name__, "vocab_file": layout.VOCAB,
-            "do_lower_case": bool(getattr(tokenizer, "do_lower_case", True)),
-            "unk_token": tokenizer.unk_token, "cls_token": tokenizer.cls_token,
-            "sep_token": tokenizer.sep_token, "pad_token": tokenizer.pad_token,
-            "pad_token_id": tokenizer.pad_token_id,
-        },
+        tokenizer=TokenizerSettings.of(tokenizer),
         model={"hidden_size": model.config.hidden_size, "num_hidden_layers": model.config.num_hidden_layers,
                "num_attention_heads": model.config.num_attention_heads,
                "intermediate_size": model.config.intermediate_size, "vocab_size": model.config.vocab_size},

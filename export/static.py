@@ -17,7 +17,9 @@ def save_static(model, folder: Path, spec: ExportSpec) -> tuple[str, str]:
     from paddle.static import InputSpec
 
     model.eval()
-    specs = [InputSpec(shape=[None, None], dtype=spec.input_dtype, name=n) for n in spec.input_names]
+    # paddle's stubs leave out dtype names, which InputSpec takes
+    specs = [InputSpec(shape=[None, None], dtype=spec.input_dtype, name=n)  # type: ignore[arg-type]
+             for n in spec.input_names]
     static = paddle.jit.to_static(model, input_spec=specs, full_graph=True)
     folder.mkdir(parents=True, exist_ok=True)
     paddle.jit.save(static, str(folder / layout.PADDLE_PREFIX))

@@ -90,6 +90,7 @@ class Batcher:
             self.pending -= self._carry.cost
         self._carry = None
         first = first or await self._next_job(None)
+        assert first is not None  # with no timeout, _next_job waits for a job
         batch, size = [first], first.cost
         deadline = time.perf_counter() + self.max_wait
         while size < self.max_batch_size:

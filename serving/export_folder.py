@@ -64,7 +64,7 @@ def read_meta(export_dir: Path) -> tuple[ExportMeta, bytes]:
 
 
 def read_vocab_text(export_dir: Path, meta: ExportMeta) -> tuple[str, bytes]:
-    path = inside(export_dir, meta.tokenizer["vocab_file"], "vocabulary")
+    path = inside(export_dir, meta.tokenizer.vocab_file, "vocabulary")
     if not path.is_file():
         raise ArtifactError(f"{path}: the vocabulary is not a file")
     raw = read_bounded(path, MAX_VOCAB_BYTES, "the vocabulary")

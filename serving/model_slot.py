@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 from senti.core.errors import SentiError
 
@@ -29,7 +30,7 @@ class ModelSlot:
         """Load the export anew beside the serving model and swap it in; the record of what happened."""
         async with self._lock:
             started = time.perf_counter()
-            record = {"trigger": trigger, "at": _now()}
+            record: dict[str, Any] = {"trigger": trigger, "at": _now()}
             try:
                 if self._load is None:
                     raise SentiError("this server was started without a way to reload its model")

@@ -72,7 +72,7 @@ def choose_backend(meta: ExportMeta, device: str) -> str:
 
     formats = meta.formats
     for name in auto_order(device):
-        if name in formats and formats[name]["parity"].get("fit"):
+        if name in formats and formats[name].parity.fit:
             return name
     raise ArtifactError(f"no usable backend in the export (formats: {', '.join(formats)})")
 
@@ -118,9 +118,9 @@ class Predictor:
         meta, meta_raw = export_folder.read_meta(export_dir)
         vocab_text, vocab_raw = export_folder.read_vocab_text(export_dir, meta)
         try:
-            tokenizer = FastTokenizer.from_export(export_dir, meta.tokenizer, vocab_text)
+            tokenizer = FastTokenizer.from_settings(export_dir, meta.tokenizer, vocab_text)
         except (ValueError, TypeError, KeyError) as err:
-            where = str(Path(export_dir) / meta.tokenizer["vocab_file"])
+            where = str(Path(export_dir) / meta.tokenizer.vocab_file)
             raise ArtifactError(str(err) if str(err).startswith(where) else f"{where}: {err}") from None
         name = choose_backend(meta, device) if backend == "auto" else backend
         if name not in FORMATS:
@@ -211,10 +211,10 @@ class Predictor:
                 owner.append(i)
         piece_logits = logits_in_order(self.backend, pieces, batch_size, self.tokenizer.pad_id, self.call_cost_tokens,
                                        self.tally)
-        owner = np.asarray(owner, dtype=np.int64)
-        counts = np.bincount(owner, minlength=len(ids))
+        owners = np.asarray(owner, dtype=np.int64)
+        counts = np.bincount(owners, minlength=len(ids))
         sums = np.zeros((len(ids), len(self.labels)), dtype=np.float64)
-        np.add.at(sums, owner, piece_logits)
+        np.add.at(sums, owners, piece_logits)
         tokens = [len(x) for x in ids]
         unknown = [sum(1 for t in x if t == self.tokenizer.unk_id) for x in ids]
         return (sums / np.maximum(counts, 1)[:, None]).astype(np.float32), counts.tolist(), too_long, tokens, unknown

@@ -49,7 +49,7 @@ class ScoreBatch:
                 missing = text is None or (isinstance(text, float) and np.isnan(text))
                 errors[i] = f"'{self.text_column}' is " + ("missing" if missing else type(text).__name__)
         good = [i for i, e in enumerate(errors) if e is None]
-        results, refused = predict_isolated(self.predictor, [texts[i] for i in good], self.batch_size)
+        results, refused = predict_isolated(self.predictor, [str(texts[i]) for i in good], self.batch_size)
         for j, why in refused.items():
             errors[good[j]] = why
         predictions = {i: p for i, p in zip(good, results) if p is not None}
@@ -188,7 +188,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
         # where 2 x 1 reached 41% (README); Ray's own processes leave less room for two model actors.
         threads_per_actor = min(2, cpus)
     if actors is None:
-        actors = max(1, cpus // threads_per_actor)
+        actors = max(1, cpus // (threads_per_actor or 1))
     if threads_per_actor is None:
         threads_per_actor = max(1, cpus // actors)
     light = {"num_cpus": 0.1}  # reading and parsing are cheap next to the model; leave the cores to the actors

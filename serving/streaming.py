@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from senti.core import layout, stopping
 from senti.core.artifacts import remove_stale_work
@@ -31,7 +32,9 @@ class PredictionWriter:
     """Writes `DST` as a hidden `.DST.partial-PID-` file and renames it into place on `close()`; the
     leftovers of a killed run are removed first (`stale` lists them). `DST` "-" is standard output (JSONL)."""
 
-    def __init__(self, path: Path, labels: list[str]):
+    def __init__(self, path: Path | str, labels: list[str]):
+        self.path: Path | None
+        self.partial: Path | None
         if str(path) == STDIO:
             self.path, self.labels, self.suffix, self.stale, self.partial = None, labels, ".jsonl", [], None
             self.fh = sys.stdout
@@ -73,7 +76,7 @@ class PredictionWriter:
             self.fh.flush()
             return
         self.fh.close()
-        os.replace(self.partial, self.path)
+        os.replace(self.partial, self.path or "")
 
     def abort(self) -> None:
         if self.partial is None:
@@ -82,7 +85,7 @@ class PredictionWriter:
         self.partial.unlink(missing_ok=True)
 
 
-def check_output(src: Path | None, dst: Path, suffixes=OUTPUT_SUFFIXES) -> None:
+def check_output(src: Path | str | None, dst: Path | str, suffixes=OUTPUT_SUFFIXES) -> None:
     """Refuse, before any model loads or any text is scored, an output that cannot be written or would overwrite
     the input (senti predict, select and eval alike)."""
     if str(dst) == STDIO:
@@ -100,7 +103,7 @@ def check_output(src: Path | None, dst: Path, suffixes=OUTPUT_SUFFIXES) -> None:
         raise DataError(f"--output {dst} is the input file; write elsewhere")
 
 
-def predict_file(predictor, src: Path, dst: Path, batch_size: int = 32, chunk_rows: int = 1024,
+def predict_file(predictor, src: Path | str, dst: Path | str, batch_size: int = 32, chunk_rows: int = 1024,
                  text_column: str | None = None, progress: Callable[[int], None] | None = None,
                  input_format: str | None = None) -> dict:
     """Score `src` into `dst` in chunks of `chunk_rows`; returns counts and the line numbers of error rows.
@@ -110,7 +113,7 @@ def predict_file(predictor, src: Path, dst: Path, batch_size: int = 32, chunk_ro
     """
     check_output(src, dst)
     writer = PredictionWriter(dst, predictor.labels)
-    counts = {"rows": 0, "predicted": 0, "errors": 0, "truncated": 0, "error_lines": [],
+    counts: dict[str, Any] = {"rows": 0, "predicted": 0, "errors": 0, "truncated": 0, "error_lines": [],
               "stale_removed": [str(p) for p in writer.stale], "drift": DriftCounter()}
     try:
         if str(src) == STDIO:
@@ -161,12 +164,12 @@ def _chunks_as_they_come(rows, size: int, pause_s: float):
     threading.Thread(target=read, daemon=True).start()
     while True:
         item = lines.get()
-        chunk = []
+        chunk: list[Row] = []
         while True:
             if item is done or isinstance(item, BaseException):
                 if chunk:
                     yield chunk
-                if item is not done:
+                if isinstance(item, BaseException):
                     raise item
                 return
             chunk.append(item)
@@ -195,7 +198,7 @@ def predict_isolated(predictor, texts: list[str], batch_size: int) -> tuple[list
 
 def _flush(predictor, chunk: list[Row], writer: PredictionWriter, counts: dict, batch_size: int) -> None:
     good = [r for r in chunk if r.error is None]
-    results, refused = predict_isolated(predictor, [r.text for r in good], batch_size)
+    results, refused = predict_isolated(predictor, [r.text or "" for r in good], batch_size)
     for i, why in refused.items():
         good[i].error = why
     predictions = iter(results)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from senti.core.artifacts import TokenizerSettings
 from senti.core.sequence import text_budget
 
 # A head of this many characters per token needed (plus slack) is read first; each token takes at least one.
@@ -50,7 +51,10 @@ class FastTokenizer:
                  vocab: dict[str, int] | None = None):
         from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-        vocab = read_vocab(vocab_file) if vocab is None else vocab
+        if vocab is None:
+            if vocab_file is None:
+                raise ValueError("FastTokenizer needs a vocab_file or a vocab")
+            vocab = read_vocab(vocab_file)
         for token in (unk_token, cls_token, sep_token, pad_token):
             if token not in vocab:
                 raise ValueError(f"{vocab_file or 'the vocabulary'}: special token {token} is missing")
@@ -69,12 +73,12 @@ class FastTokenizer:
         self.vocab_size = len(vocab)
 
     @classmethod
-    def from_export(cls, export_dir: Path, settings: dict, vocab_text: str | None = None) -> FastTokenizer:
-        """The export's tokenizer; `vocab_text`: the vocabulary as already read (and checked) by the caller."""
-        vocab_file = Path(export_dir) / settings["vocab_file"]
-        return cls(vocab_file, do_lower_case=settings["do_lower_case"], unk_token=settings["unk_token"],
-                   cls_token=settings["cls_token"], sep_token=settings["sep_token"], pad_token=settings["pad_token"],
-                   vocab=None if vocab_text is None else vocab_from_text(vocab_text))
+    def from_settings(cls, folder: Path, settings: TokenizerSettings, vocab_text: str | None = None) -> FastTokenizer:
+        """The tokenizer of an export or checkpoint folder; `vocab_text`: the vocabulary as already read (and
+        checked) by the caller."""
+        return cls(Path(folder) / settings.vocab_file, do_lower_case=settings.do_lower_case,
+                   unk_token=settings.unk_token, cls_token=settings.cls_token, sep_token=settings.sep_token,
+                   pad_token=settings.pad_token, vocab=None if vocab_text is None else vocab_from_text(vocab_text))
 
     def save_standalone(self, path: Path, max_seq_len: int) -> None:
         """A `tokenizer.json` that gives ErnieTokenizer's full input ids on its own ([CLS] text [SEP], cut to

@@ -14,6 +14,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -95,7 +96,7 @@ def train_tiny(output_dir: Path, dataset: Path, **overrides):
     from senti.toolkit.config import TrainConfig
     from senti.toolkit.train import run_training
 
-    settings = dict(model="scratch:tiny", dataset=str(dataset), output_dir=str(output_dir), epochs=2,
+    settings: dict[str, Any] = dict(model="scratch:tiny", dataset=str(dataset), output_dir=str(output_dir), epochs=2,
                     batch_size=16, lr=1e-3, device="cpu", seed=7)
     settings.update(overrides)
     return run_training(TrainConfig(**settings), say=lambda _: None)

@@ -252,7 +252,7 @@ def test_no_function_in_the_package_is_over_80_lines():
         for path in sorted((ROOT / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    lines = node.end_lineno - node.lineno + 1
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
                     if lines > 80:
                         long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
     assert not long, long

@@ -11,8 +11,7 @@ import tempfile
 from pathlib import Path
 
 from senti.core import layout
-from senti.core.artifacts import remove_stale_work
-from senti.core.checkpoint import CheckpointMeta
+from senti.core.artifacts import ArtifactMeta, remove_stale_work
 from senti.core.errors import SentiError
 
 
@@ -33,7 +32,7 @@ def refuse_existing(out_dir: Path, overwrite: bool) -> None:
                          "over it until the new checkpoint is saved)")
 
 
-def save_checkpoint(model, tokenizer, out_dir: Path, meta: CheckpointMeta, config=None, extra=None) -> None:
+def save_checkpoint(model, tokenizer, out_dir: Path, meta: ArtifactMeta, config=None, extra=None) -> None:
     """Save weights, tokenizer, metadata (and the run's `config`) into `out_dir` without leaving it half-written.
 
     Everything is first written to a hidden sibling folder; each file then replaces its old

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,9 +41,8 @@ class Cluster:
                      join_timeout: float | None = None) -> Cluster:
         """The options, else the launcher's own environment (PADDLE_NNODES, PADDLE_RANK, PADDLE_MASTER, as a
         cluster scheduler sets them), else one node; a one-line error for what cannot work."""
-        env = os.environ
-        if "PADDLE_TRAINER_ID" in env:  # already a launched worker: its launcher's variables are not for us
-            env = {}
+        # a launched worker's own launcher variables are not for us
+        env: Mapping[str, str] = {} if "PADDLE_TRAINER_ID" in os.environ else os.environ
         nnodes = nnodes if nnodes is not None else _env_int(env, "PADDLE_NNODES", 1)
         node_rank = node_rank if node_rank is not None else _env_int(env, "PADDLE_RANK", 0)
         master = master or env.get("PADDLE_MASTER") or None
@@ -148,7 +148,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _join_failure(cluster: Cluster) -> str:
     wait = f"within {cluster.join_timeout:g} s"
-    if cluster.node_rank != 0 and not _reachable(cluster.master):
+    if cluster.node_rank != 0 and cluster.master and not _reachable(cluster.master):
         return (f"node {cluster.node_rank}: the master {cluster.master} could not be reached {wait}; start node 0 "
                 "with the same --master, and check the address and firewall")
     return (f"node {cluster.node_rank}: not all {cluster.nnodes} nodes joined at {cluster.master} {wait}; start the "

@@ -146,7 +146,7 @@ def read_table(path: Path, text_column: str | None = None, label_column: str | N
     if is_label_log(path):  # senti label's audit log: each id's last answer, skipped and undone texts left out
         return [_example(text, label, where, "label") for text, label, where in resolve_log(path)[0]]
     label_col = label_column or "label"
-    return [_example(row.text, row.label, f"{path}:{row.line}", label_col)
+    return [_example(row.text or "", row.label, f"{path}:{row.line}", label_col)
             for row in read_rows(path, text_column, label_column=label_column, with_labels=True, strict=True)]
 
 
@@ -179,7 +179,7 @@ def _read_folder(path: Path, text_column, label_column, seed) -> Splits:
     parts = {s: (read_table(f, text_column, label_column) if f else None) for s, f in found.items()}
     origin = str(path)
     if parts["dev"] is None:  # carve dev (and test) out of train rather than refuse
-        train, dev, test = _stratified_split(parts["train"], seed)
+        train, dev, test = _stratified_split(parts["train"] or [], seed)
         parts = {"train": train, "dev": dev, "test": parts["test"] if parts["test"] is not None else test}
         origin += " (dev carved from train)"
     elif parts["test"] is None:

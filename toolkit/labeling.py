@@ -49,7 +49,8 @@ def _senti_column(record: dict, name: str):
 
 def read_picks(path: Path, text_column: str | None = None) -> list[Pick]:
     """The texts to label, with the model's guess when the file has one (`guess`, `confidence` of senti select)."""
-    picks, seen = [], {}
+    picks: list[Pick] = []
+    seen: dict[str, int] = {}
     for row in read_rows(Path(path), text_column, strict=True):
         record = row.record or {"text": row.text}
         pid = pick_id(record, row.line)
@@ -61,6 +62,7 @@ def read_picks(path: Path, text_column: str | None = None) -> list[Pick]:
             confidence = None if confidence in (None, "") else float(confidence)
         except (TypeError, ValueError):
             raise DataError(f"{path}:{row.line}: confidence {confidence!r} is not a number") from None
+        assert row.text is not None  # read_rows gives a text to every row without an error
         picks.append(Pick(pid, row.text, record, guess or None, confidence, reason))
     if not picks:
         raise DataError(f"{path}: no texts to label")
@@ -99,7 +101,7 @@ class LabelJob:
                 os.fsync(fh.fileno())
         for n, line in enumerate(data[: len(data) - cut].decode("utf-8").splitlines(), 1):
             record, error = parse_json_line(line)
-            if error or not all(k in record for k in LOG_KEYS):
+            if record is None or not all(k in record for k in LOG_KEYS):
                 raise DataError(f"{self.log_path}:{n}: not a label log line ({error or 'needs ' + ', '.join(LOG_KEYS)})")
             pick = self.by_id.get(str(record["id"]))
             if pick is None or pick.text != record["text"]:
@@ -206,7 +208,7 @@ def is_label_log(path: Path) -> bool:
         return False
     with path.open("rb") as fh:
         record, error = parse_json_line(fh.readline().decode("utf-8", errors="replace"))
-    return error is None and all(k in record for k in LOG_KEYS) and "answer" in record
+    return record is not None and all(k in record for k in LOG_KEYS) and "answer" in record
 
 
 def resolve_log(path: Path) -> tuple[list[tuple[str, str, str]], dict]:
@@ -221,7 +223,7 @@ def resolve_log(path: Path) -> tuple[list[tuple[str, str, str]], dict]:
                 break
             lines += 1
             record, error = parse_json_line(line)
-            if error or not all(k in record for k in LOG_KEYS):
+            if record is None or not all(k in record for k in LOG_KEYS):
                 raise DataError(f"{path}:{n}: not a label log line ({error or 'needs ' + ', '.join(LOG_KEYS)})")
             last[str(record["id"])] = (record, n)
     rows = [(r["text"], str(r["label"]), f"{path}:{n}") for r, n in last.values() if r["answer"] not in UNLABELLED]

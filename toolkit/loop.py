@@ -8,12 +8,12 @@ saving and early stopping, NaN detection, and a clean stop on SIGINT/SIGTERM.
 from __future__ import annotations
 
 import math
-import signal
-import threading
 import time
+from typing import Literal
 
 import numpy as np
 
+from senti.core import stopping
 from senti.core.errors import SentiError
 from senti.toolkit.batching import length_bucketed_batches
 
@@ -23,32 +23,11 @@ class TrainingDiverged(SentiError):
 
 
 class TrainingInterrupted(SentiError):
-    """SIGINT or SIGTERM arrived; the best checkpoint so far is intact."""
+    """SIGINT or SIGTERM arrived; the best checkpoint so far is intact. Exits as the shell would for the signal."""
 
-    exit_code = 130  # the shell's code for a run stopped by a signal
-
-
-class StopFlag:
-    """Turns SIGINT/SIGTERM into a flag checked between steps, so no step is cut in half."""
-
-    def __init__(self):
-        self.signal = None
-        self._old = {}
-
-    def __enter__(self):
-        # Python lets only the main thread install handlers; training run from a service's worker thread
-        # (or asyncio.to_thread) is stopped by its caller instead.
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        self.signal = signal.Signals(signum).name
-
-    def __exit__(self, *exc):
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.exit_code = stopping.exit_code()
 
 
 def make_optimizer(named_parameters: list, config, total_steps: int):
@@ -105,7 +84,7 @@ def _checked_loss(loss_fn, index, precision: str, epoch: int, step: int, output_
     """(loss tensor, its value, terms) of one batch under AMP when asked; a NaN or infinite loss stops training."""
     import paddle
 
-    amp_dtype = "bfloat16" if precision == "bf16" else "float16"  # ignored when AMP is off
+    amp_dtype: Literal["bfloat16", "float16"] = "bfloat16" if precision == "bf16" else "float16"  # ignored when AMP is off
     with paddle.amp.auto_cast(enable=precision != "fp32", dtype=amp_dtype, level="O1"):
         loss, terms = loss_fn(index)
     value = float(loss)
@@ -145,7 +124,9 @@ def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, me
     keep = _KeepBest(evaluate, save, metrics, main_process, say)
 
     step, stale = 0, 0
-    with StopFlag() as stop:
+    # Signals are recorded and read between steps, so no step is cut in half (from a thread other than the main
+    # one Python installs no handlers: the caller stops the run).
+    with stopping.stop_at_checkpoints(stopping.INTERRUPTS):
         for epoch in range(1, config.epochs + 1):
             batches = length_bucketed_batches(lengths, config.batch_size, rng)
             batches = batches[: steps_per_epoch * world][rank::world]
@@ -167,15 +148,15 @@ def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, me
                     progress.update(task, advance=1, description=f"epoch {epoch} loss {loss_value:.3f}")
                 if config.eval_every and step % config.eval_every == 0:
                     stale = 0 if keep(epoch, step) else stale + 1
-                if stop.signal or (config.max_steps and step >= config.max_steps) or (
+                if stopping.signal_name() or (config.max_steps and step >= config.max_steps) or (
                         config.early_stop and stale >= config.early_stop):
                     stopped = True
                     break
             wall = time.perf_counter() - started
             if task is not None:
                 progress.remove_task(task)
-            if stop.signal:
-                metrics["interrupted"] = {"signal": stop.signal, "epoch": epoch, "step": step}
+            if stopping.signal_name():
+                metrics["interrupted"] = {"signal": stopping.signal_name(), "epoch": epoch, "step": step}
                 break
             if not config.eval_every:
                 stale = 0 if keep(epoch, step) else stale + 1

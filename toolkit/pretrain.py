@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from senti.core import layout
-from senti.core.artifacts import write_json_atomic
+from senti.core.artifacts import ArtifactMeta, TokenizerSettings, write_json_atomic
 from senti.core.errors import SentiError
 from senti.core.runtime import configure_runtime, runtime_record
 from senti.core.sequence import text_budget
@@ -69,12 +70,14 @@ class PretrainConfig(RunConfig):
 
 
 @dataclass
-class PretrainMeta:
+class PretrainMeta(ArtifactMeta):
     """`senti.json` of a pretrained folder: `kind: pretrained`, the corpus, the masking, held-out MLM figures."""
 
     FILE: ClassVar[str] = layout.CHECKPOINT_META
+    KIND: ClassVar[str] = "pretrained model"
+    NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {"tokenizer": TokenizerSettings.from_json}
     max_seq_len: int
-    tokenizer: dict
+    tokenizer: TokenizerSettings
     model: dict
     corpus: dict
     steps: int
@@ -88,11 +91,6 @@ class PretrainMeta:
     lineage: dict | None = None
     parallel: dict | None = None  # {world_size, nodes} of the run that wrote it
     extra: dict = field(default_factory=dict)
-
-    def write(self, folder: Path) -> None:
-        from dataclasses import asdict
-
-        write_json_atomic(Path(folder) / self.FILE, asdict(self))
 
 
 def _start_model(config: PretrainConfig, say):
@@ -245,8 +243,7 @@ class PretrainRun:
         stats = self.corpus.stats
         meta = PretrainMeta(
             max_seq_len=self.config.max_seq_len, model=self.source, versions=self.metrics["versions"], steps=step,
-            tokenizer={"class": type(self.tokenizer).__name__, "vocab_file": layout.VOCAB,
-                       "do_lower_case": bool(getattr(self.tokenizer, "do_lower_case", True))},
+            tokenizer=TokenizerSettings.of(self.tokenizer),
             corpus={"sources": stats["corpora"], "fingerprint": stats["fingerprint"], "tokens": stats["tokens"],
                     "sequences": stats["sequences"], "unk_rate": stats["unk_rate"]},
             masking={"kind": self.config.masking, "rate": self.config.mask_rate, "split": "80/10/10"},
@@ -266,7 +263,8 @@ class PretrainRun:
                      f"{record['masked_accuracy']:.3f}; saved")
 
     def run(self) -> dict:
-        from senti.toolkit.loop import StopFlag, TrainingInterrupted
+        from senti.core import stopping as signals
+        from senti.toolkit.loop import TrainingInterrupted
 
         config = self.config
         steps_per_epoch = max(1, len(self.train_index) // config.batch_size // self.world)
@@ -285,7 +283,7 @@ class PretrainRun:
         task = self.progress.add_task("pretraining", total=total, completed=step) if self.progress else None
         tokens, stopping = 0, False
         self.model.train()
-        with StopFlag() as stop:
+        with signals.stop_at_checkpoints(signals.INTERRUPTS):
             while step < total and not stopping:
                 epoch = step // steps_per_epoch
                 batches = _epoch_batches(self.train_index, self.corpus.lengths(), config.batch_size, config.seed,
@@ -302,22 +300,22 @@ class PretrainRun:
                     tokens += batch[0].size
                     rate = tokens / clock.this_run_seconds()
                     self.metrics["steps"].append({"step": step, "loss": value, "tokens_per_s": rate})
-                    if task is not None:
+                    if task is not None and self.progress is not None:
                         self.progress.update(task, completed=step, description=f"MLM loss {value:.3f} {rate:,.0f} tok/s")
-                    stopping = _agree(bool(stop.signal) or clock.over(), self.world)  # all workers stop together
+                    stopping = _agree(bool(signals.signal_name()) or clock.over(), self.world)  # all workers stop together
                     if self.main and (step % config.save_every == 0 or step >= total or stopping):
                         self.save(step, clock.minutes())
                     if stopping or step >= total:
                         break
-            if stop.signal:
-                self.metrics["interrupted"] = {"signal": stop.signal, "step": step}
+            if signals.signal_name():
+                self.metrics["interrupted"] = {"signal": signals.signal_name(), "step": step}
         self.metrics["workers"] = census(self.model, step, self.world)
         if self.main:
             write_json_atomic(self.out / layout.METRICS, self.metrics)
             plot_pretraining_curves(self.metrics, self.out / layout.CURVES_PNG)
         if self.metrics["interrupted"]:
-            raise TrainingInterrupted(f"pretraining interrupted by {stop.signal} at step {step}; {self.out} holds "
-                                      "that step and resumes from it")
+            raise TrainingInterrupted(f"pretraining interrupted by {self.metrics['interrupted']['signal']} at step "
+                                      f"{step}; {self.out} holds that step and resumes from it")
         return self.metrics
 
 

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from senti.core import layout
 from senti.core.artifacts import write_json_atomic
+from senti.core.checkpoint import CheckpointMeta
 from senti.core.errors import SentiError
 from senti.core.runtime import configure_runtime
 from senti.toolkit.checkpoint import refuse_existing, save_checkpoint
@@ -30,7 +34,7 @@ def available_devices() -> dict[str, bool]:
         "cpu": True,
         "gpu": paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0,
         "xpu": paddle.device.is_compiled_with_xpu(),
-        "npu": "npu" in paddle.device.get_all_custom_device_type(),
+        "npu": "npu" in (paddle.device.get_all_custom_device_type() or []),
     }
 
 
@@ -86,6 +90,17 @@ class ClassifierRun:
     """A run's shared state and steps; `prepare` must set `model`, `tokenizer`, `labels`, `train_ids`, `dev_ids`,
     `dev_y`, `meta` (a CheckpointMeta), `precision` and `metrics`; it may set `extra_parameters` (more (name,
     parameter) pairs that train). With several workers `run` wraps the model in DataParallel as `net`."""
+
+    # set by `prepare`
+    model: Any
+    tokenizer: Any
+    labels: list[str]
+    train_ids: list[list[int]]
+    dev_ids: list[list[int]]
+    dev_y: np.ndarray
+    meta: CheckpointMeta
+    precision: str
+    metrics: dict[str, Any]
 
     def __init__(self, config, say=print, progress=None):
         import paddle.distributed as dist
@@ -151,8 +166,6 @@ class ClassifierRun:
         """What every worker must share: the settings that shape training and the data as encoded (so a different
         file, vocabulary or length shows), not paths or threads, which may differ between machines."""
         import hashlib
-
-        import numpy as np
 
         local = {"output_dir", "threads", "overwrite", "device", "trust_pickle", "dataset", "model", "replay",
                  "teacher", "student", "extra_texts"}

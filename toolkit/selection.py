@@ -37,7 +37,7 @@ def pick(texts: list[str], probs: np.ndarray, labels: list[str], budget: int, st
          seed: int = 0) -> list[tuple[int, float, str]]:
     """(index, score, reason) of the picked texts, best first; score is the margin (lower: less sure)."""
     margins = _margin(probs)
-    first_of = {}
+    first_of: dict[str, int] = {}
     for i, text in enumerate(texts):
         first_of.setdefault(text.strip(), i)
     candidates = sorted(first_of.values())  # one index per distinct text
@@ -45,7 +45,8 @@ def pick(texts: list[str], probs: np.ndarray, labels: list[str], budget: int, st
         random.Random(seed).shuffle(candidates)
     else:
         candidates.sort(key=lambda i: (margins[i], i))
-    picked, grams = [], []
+    picked: list[tuple[int, float, str]] = []
+    grams: list[set] = []
     for i in candidates:
         if len(picked) >= budget:
             break
@@ -85,7 +86,7 @@ def load_scorer(model: Path, trust_pickle: bool = False):
     net, _, meta = load_checkpoint(Path(model), trust_pickle)
     # The serving tokenizer (the same ids as the checkpoint's, as every export's parity check proves) reads only
     # the head of a long text: a pool's 1 MB line costs what the model reads, not 10 s of PaddleNLP's tokenizer.
-    fast = FastTokenizer(Path(model) / layout.VOCAB, do_lower_case=bool(meta.tokenizer.get("do_lower_case", True)))
+    fast = FastTokenizer.from_settings(Path(model), meta.tokenizer)
 
     def score(texts):
         return softmax(predict_logits(net, fast(texts, meta.max_seq_len), 64))

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from senti.core import layout
-from senti.core.artifacts import SplitRecipe
+from senti.core.artifacts import SplitRecipe, TokenizerSettings
 from senti.core.batching import pad_batch
 from senti.core.checkpoint import CheckpointMeta, read_meta
 from senti.core.errors import SentiError
@@ -127,8 +127,7 @@ def checkpoint_meta(written_by: str, labels, max_seq_len: int, tokenizer, source
     `lineage`: the parent checkpoint and the datasets it was continued on."""
     return CheckpointMeta(
         written_by=written_by, labels=list(labels), max_seq_len=max_seq_len,
-        tokenizer={"class": type(tokenizer).__name__, "vocab_file": layout.VOCAB,
-                   "do_lower_case": bool(getattr(tokenizer, "do_lower_case", True))},
+        tokenizer=TokenizerSettings.of(tokenizer),
         model=source, versions=versions, data=asdict(recipe) if recipe else None, lineage=lineage,
     )
 
@@ -154,7 +153,8 @@ def continuation(config: TrainConfig, splits) -> tuple[list[str], list, dict | N
     if new:
         raise SentiError(f"{config.dataset}: label(s) {', '.join(new)} are not among the checkpoint's labels "
                          f"({', '.join(labels)}); a model continued from a checkpoint keeps its label set")
-    replayed, notes = [], []
+    replayed: list = []
+    notes: list[str] = []
     if config.replay:
         replayed, notes = _replay_rows(config, parent_meta.splits, splits, labels)
     lineage = {"parent": str(parent.resolve()),
@@ -171,10 +171,12 @@ def _replay_rows(config: TrainConfig, recipe, splits, labels) -> tuple[list, lis
     text of the parent's dev and test splits taken out, so no held-out row of the parent is trained on."""
     import random
 
-    fingerprint = data_fingerprint(config.replay)
+    replay = config.replay
+    assert replay is not None  # called for --replay only
+    fingerprint = data_fingerprint(replay)
     same = recipe is not None and (recipe.fingerprint == fingerprint if recipe.fingerprint else
-                                   Path(recipe.dataset).expanduser().resolve() == Path(config.replay).expanduser().resolve())
-    old = load_recipe(recipe) if same else load_recipe(SplitRecipe(dataset=config.replay, seed=config.seed))
+                                   Path(recipe.dataset).expanduser().resolve() == Path(replay).expanduser().resolve())
+    old = load_recipe(recipe) if same else load_recipe(SplitRecipe(dataset=replay, seed=config.seed))
     unknown = sorted(set(old.labels) - set(labels))
     if unknown:
         raise SentiError(f"--replay {config.replay}: label(s) {', '.join(unknown)} are not among the "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
 
 def main(argv=None) -> dict:
@@ -33,7 +34,7 @@ def main(argv=None) -> dict:
             started = time.process_time()
             predictor.predict(texts, batch_size=32)
             seconds[path].append(time.process_time() - started)
-    report = {path: {"median_cpu_s": statistics.median(s), "rounds": s} for path, s in seconds.items()}
+    report: dict[str, dict[str, Any]] = {path: {"median_cpu_s": statistics.median(s), "rounds": s} for path, s in seconds.items()}
     for path, record in report.items():
         print(f"{path}: median {record['median_cpu_s']:.3f} CPU-s for {len(texts)} texts "
               f"({', '.join(f'{s:.3f}' for s in record['rounds'])})")

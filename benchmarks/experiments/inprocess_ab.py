@@ -46,7 +46,7 @@ def main(argv=None) -> dict:
 
     texts = [e.text for e in load_splits(args.dataset).dev][:256]
     sent = [texts[(n * 4 + k) % len(texts)] for n in range(1000) for k in range(4)]
-    results = {"before": [], "this build": []}
+    results: dict[str, list] = {"before": [], "this build": []}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as fh:
         json.dump(sent, fh, ensure_ascii=False)
     builds = {"before": (args.before_tree, args.before_package, args.before_tree), "this build": ("", "senti.serving", None)}

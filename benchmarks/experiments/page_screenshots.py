@@ -25,11 +25,18 @@ def _browser():
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")
+    options.binary_location = shutil.which("chromium") or "chromium"
     for flag in ("--headless=new", "--no-sandbox", "--window-size=1200,900", "--force-device-scale-factor=1",
                  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
         options.add_argument(flag)
     return webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
+
+
+def _progress_reads(n: int):
+    """A wait condition: the label page's progress line starts with `n /`."""
+    from selenium.webdriver.common.by import By
+
+    return lambda d: d.find_element(By.ID, "progress").text.startswith(f"{n} /")
 
 
 def main() -> None:
@@ -71,7 +78,7 @@ def main() -> None:
         try:
             driver.get(f"{base}/")
             for n, key in enumerate("2a1"):
-                wait.until(lambda d, n=n: d.find_element(By.ID, "progress").text.startswith(f"{n} /"))
+                wait.until(_progress_reads(n))
                 driver.find_element(By.TAG_NAME, "body").send_keys(key)
             wait.until(lambda d: d.find_element(By.ID, "progress").text.startswith("3 /"))
             driver.save_screenshot(str(args.output_dir / "label.png"))

@@ -19,6 +19,9 @@ import os
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
+
+Build = tuple[list[str], dict | None, str | None]  # serve command, environment, working folder
 
 
 def main(argv=None) -> dict:
@@ -38,7 +41,7 @@ def main(argv=None) -> dict:
     texts = [e.text for e in load_splits(args.dataset).dev][:256]
     load = dict(clients=32, requests=args.requests, texts_per_request=4)
     sent = [texts[(n * 4 + k) % len(texts)] for n in range(args.requests) for k in range(4)]
-    builds = {"this build": ([sys.executable, "-m", "senti.cli", "serve"], None, None)}
+    builds: dict[str, Build] = {"this build": ([sys.executable, "-m", "senti.cli", "serve"], None, None)}
     if args.before_tree:
         builds["before"] = ([sys.executable, "-m", "senti.cli", "serve"],
                             {**os.environ, "PYTHONPATH": args.before_tree}, args.before_tree)
@@ -57,7 +60,7 @@ def main(argv=None) -> dict:
                 print(f"round {round_ + 1} {Path(model).name} {name}: efficiency {served['cpu_efficiency']:.3f}, "
                       f"{served['texts_per_s']:.0f} texts/s (in process {direct['texts_per_s']:.0f}), padding "
                       f"{served.get('padding_share')}", flush=True)
-    summary = {"cpu": cpu_info(), "cores": cores, "models": {}}
+    summary: dict[str, Any] = {"cpu": cpu_info(), "cores": cores, "models": {}}
     for key, entry in runs.items():
         summary["models"][key] = {name: {
             "cpu_efficiency": statistics.median(r["cpu_efficiency"] for r in records),

@@ -19,10 +19,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+Build = tuple[list[str], dict | None, str | None]  # serve command, environment, working folder
+
 
 def _top_functions(raw: Path, n: int = 5) -> list[tuple[str, float]]:
     """Own-time shares of the leaf frames in py-spy's collapsed ("raw") output."""
-    own, total = collections.Counter(), 0
+    own: collections.Counter[str] = collections.Counter()
+    total = 0
     for line in raw.read_text(encoding="utf-8").splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack:
@@ -50,7 +53,7 @@ def main(argv=None) -> dict:
     texts = [e.text for e in load_splits(args.dataset).dev][:256]
     load = dict(clients=32, requests=args.requests, texts_per_request=4)
     sent = [texts[(n * 4 + k) % len(texts)] for n in range(args.requests) for k in range(4)]
-    builds = {"this build": ([sys.executable, "-m", "senti.cli", "serve", "--backend", "onnx", "--no-ort-spinning"],
+    builds: dict[str, Build] = {"this build": ([sys.executable, "-m", "senti.cli", "serve", "--backend", "onnx", "--no-ort-spinning"],
                              None, None)}
     if args.before_tree:  # run from inside the old tree, so its bare `toolkit` package is the one imported
         builds["before"] = ([sys.executable, "-m", "toolkit.cli", "serve", "--backend", "onnx"],

@@ -39,7 +39,7 @@ def main(argv=None) -> dict:
     rows = splits.dev[: args.texts]
     texts = [e.text for e in rows]
     work = Path(args.work)
-    results = {}
+    results: dict[tuple[str, str], list[dict]] = {}
     # Interleave: each repeat times teacher then student, so drift on a noisy machine hits both alike.
     exports = {}
     for role, checkpoint in (("teacher", args.teacher), ("student", args.student)):
@@ -51,7 +51,7 @@ def main(argv=None) -> dict:
             meta = read_export_meta(export_dir)
             backends = open_backends(export_dir, None, args.backends.split(","), int(runtime["omp_num_threads"]))
             gold = np.array([meta.labels.index(e.label) for e in rows])
-            tokenizer = FastTokenizer.from_export(export_dir, meta.tokenizer)
+            tokenizer = FastTokenizer.from_settings(export_dir, meta.tokenizer)
             for r in bench_real_texts(backends, tokenizer, texts, gold, meta.max_seq_len, [args.batch_size],
                                       repeats=2, budget_s=60):
                 results.setdefault((role, r["backend"]), []).append(r)

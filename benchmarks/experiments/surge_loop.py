@@ -96,9 +96,9 @@ def main(argv=None) -> dict:
                       say=lambda _: None)
     predictor = Predictor.load(export)
     started = time.perf_counter()
-    probs_pool = [[p.probabilities[lab] for lab in predictor.labels] for p in predictor.predict([e.text for e in pool])]
+    probs_pool = np.array([[p.probabilities[lab] for lab in predictor.labels]
+                           for p in predictor.predict([e.text for e in pool])])
     score_s = time.perf_counter() - started
-    probs_pool = np.array(probs_pool)
     drift = summarize(predictor.predict([e.text for e in surge_test]))
     report["drift"] = {"dev": predictor.meta.reference_stats, "surge": drift,
                        "lines": describe(drift, predictor.meta.reference_stats)}

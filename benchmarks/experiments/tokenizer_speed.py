@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -26,7 +27,7 @@ def _measure(model: str, dataset: str, rounds: int) -> dict:
     from senti.serving.tokenizer import FastTokenizer
     from senti.toolkit.data import load_splits
 
-    tokenizer = FastTokenizer.from_export(model, read_export_meta(model).tokenizer)
+    tokenizer = FastTokenizer.from_settings(Path(model), read_export_meta(Path(model)).tokenizer)
     texts = [e.text for e in load_splits(dataset).dev]
     texts = (texts * (1 + 1024 // len(texts)))[:1024]
     tokenizer.encode_batch(texts[:64])  # warm-up (starts the pool)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from typing import Any
 
 import pytest
 from conftest import synthetic_rows, write_folder
@@ -108,7 +109,7 @@ def test_ceiling_is_measured_per_runtime_and_precision(bench_run):
 def test_fractions_use_the_best_ceiling_of_their_precision_and_flag_impossible_ones():
     from senti.benchmarks.ceiling import attach_fractions
 
-    records = [{"suite": "ceiling", "runtime": "a", "precision": "fp32", "matmul_flops_per_s": 100.0},
+    records: list[dict[str, Any]] = [{"suite": "ceiling", "runtime": "a", "precision": "fp32", "matmul_flops_per_s": 100.0},
                {"suite": "ceiling", "runtime": "b", "precision": "fp32", "matmul_flops_per_s": 200.0},
                {"suite": "ceiling", "runtime": "b", "precision": "int8", "matmul_flops_per_s": 400.0},
                {"suite": "infer", "backend": "onnx", "achieved_flops_per_s": 150.0},

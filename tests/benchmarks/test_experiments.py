@@ -23,7 +23,7 @@ def test_the_experiments_are_there():
 def test_each_experiment_imports_and_explains_itself(name):
     module = importlib.import_module(f"senti.benchmarks.experiments.{name}")
     assert module.__doc__ and "python -m senti.benchmarks.experiments." + name in module.__doc__
-    if "argparse" in (module.__file__ and open(module.__file__, encoding="utf-8").read()):
+    if module.__file__ and "argparse" in open(module.__file__, encoding="utf-8").read():
         result = subprocess.run([sys.executable, "-m", f"senti.benchmarks.experiments.{name}", "--help"],
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 0 and "usage" in result.stdout, result.stderr[-2000:]

@@ -134,7 +134,7 @@ def test_default_learning_rate_follows_where_the_weights_come_from(tmp_path):
 
     assert default_lr("scratch:tiny")[0] == SCRATCH_LR and default_lr("ernie-3.0-nano-zh")[0] == FINE_TUNE_LR
     data = write_folder(tmp_path / "d", synthetic_rows(600, seed=1), synthetic_rows(120, seed=2))
-    said = []
+    said: list[str] = []
     metrics = run_training(TrainConfig(model="scratch:tiny", dataset=str(data), output_dir=str(tmp_path / "c"),
                                        epochs=3, batch_size=16, device="cpu", seed=7), say=said.append)
     assert metrics["best"]["dev_accuracy"] > 0.8, metrics["evaluations"]  # chance is 0.5

@@ -42,7 +42,7 @@ def body(chunk: bytes, more: bool = False) -> dict:
 
 
 def test_bodies_are_bounded_in_size_and_time_and_handed_over_whole():
-    counted = []
+    counted: list = []
     guard = Guard(None, limit=10, timeout_s=0.2, count_status=counted.append)
     sent, seen = run(guard, PREDICT_PATH, [body(b"x")], headers=[(b"content-length", b"11")])
     assert status(sent) == 413 and seen == []  # refused from the header, before reading

@@ -55,7 +55,7 @@ def test_docs_and_console_render_in_a_browser_offline(server, browser, _exported
 
     browser.get(f"{server}/docs")  # rendered: Swagger UI built the operation list from /openapi.json
     paths = wait.until(lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")] or None)
-    assert "/v1/predict" in paths and "/v1/status" in paths
+    assert paths and "/v1/predict" in paths and "/v1/status" in paths
     assert "senti" in browser.find_element(By.CSS_SELECTOR, ".info .title").text
 
     browser.get(f"{server}/")

@@ -7,6 +7,7 @@ import json
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -44,7 +45,7 @@ def test_answers_equal_the_in_process_predictor(server, expected):
 def test_concurrent_load_has_no_errors_and_every_answer_is_right(server, expected):
     texts = list(expected)
     clients, total = 32, 2000
-    results = {"ok": 0, "wrong": 0, "errors": []}
+    results: dict[str, Any] = {"ok": 0, "wrong": 0, "errors": []}
 
     async def client(worker: int):
         async with httpx.AsyncClient(base_url=server, headers=AUTH, timeout=30) as http:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from senti.toolkit.distill import DistillConfig, layer_map, run_distillation
 
 
 def _distill(teacher, data, out, **overrides):
-    settings = dict(teacher=str(teacher), student="3l-128h", dataset=str(data), output_dir=str(out), epochs=2,
+    settings: dict[str, Any] = dict(teacher=str(teacher), student="3l-128h", dataset=str(data), output_dir=str(out), epochs=2,
                     batch_size=16, lr=1e-3, device="cpu", seed=3)
     settings.update(overrides)
     return run_distillation(DistillConfig(**settings), say=lambda _: None)
@@ -27,8 +28,12 @@ def test_distilled_student_is_an_ordinary_checkpoint_with_a_report(tiny_checkpoi
     ckpt, data = tiny_checkpoint
     calls = []
     real = distill.predict_logits
-    monkeypatch.setattr(distill, "predict_logits", lambda model, ids, **kw: calls.append(len(ids)) or
-                        real(model, ids, **kw))
+
+    def counted(model, ids, **kw):
+        calls.append(len(ids))
+        return real(model, ids, **kw)
+
+    monkeypatch.setattr(distill, "predict_logits", counted)
     extra = tmp_path / "extra.txt"
     dev_text = (data / "dev.tsv").read_text(encoding="utf-8").splitlines()[1].split("\t", 1)[1]
     extra.write_text("\n".join([t for _, t in synthetic_rows(100, seed=9)] + [dev_text]) + "\n", encoding="utf-8")
@@ -110,8 +115,12 @@ def test_eval_and_export_cut_the_splits_the_student_was_trained_on(tiny_checkpoi
     assert json.loads((out / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["data"]["seed"] == 3
     cuts = []
     real = data_module.load_splits
-    monkeypatch.setattr(data_module, "load_splits",
-                        lambda dataset, **kw: cuts.append((dataset, kw["seed"])) or real(dataset, **kw))
+
+    def counted(dataset, **kw):
+        cuts.append((dataset, kw["seed"]))
+        return real(dataset, **kw)
+
+    monkeypatch.setattr(data_module, "load_splits", counted)
     runner = CliRunner()
     result = runner.invoke(app, ["eval", "--model", str(out), "--split", "test"])
     assert result.exit_code == 0, result.output

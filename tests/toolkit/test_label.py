@@ -102,7 +102,7 @@ def test_select_writes_guesses_and_leaves_out_labelled_texts(tmp_path, _exported
                       header=("id", "text"))
     first = select_file(_exported[0], pool, tmp_path / "picks.jsonl", 5)
     picks = read_picks(tmp_path / "picks.jsonl")
-    assert first["picked"] == 5 and all(p.guess in ("negative", "positive") and 0.5 <= p.confidence <= 1 for p in picks)
+    assert first["picked"] == 5 and all(p.guess in ("negative", "positive") and 0.5 <= (p.confidence or 0) <= 1 for p in picks)
     job = LabelJob(picks, ["negative", "positive"], tmp_path / "labels.jsonl")
     for p in picks[:3]:
         job.answer("t", p.id, "accept")
@@ -152,7 +152,7 @@ def test_labelling_twenty_texts_by_keys_survives_sigkill_and_trains(tmp_path, br
         browser.find_element(By.TAG_NAME, "body").send_keys(k)
 
     browser.get(f"{base}/")
-    expected = []  # (id, answer, label) in log order
+    expected: list[tuple[str, str, str | None]] = []  # (id, answer, label) in log order
     for n in range(20):
         shown = at(n)
         guess = page(By.ID, "guess-label").text

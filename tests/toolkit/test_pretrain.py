@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,10 +23,10 @@ def _corpus(path: Path, n: int = 400, seed: int = 5) -> Path:
 def _pretrain(out: Path, corpus: list[str], **overrides):
     from senti.toolkit.pretrain import PretrainConfig, run_pretraining
 
-    settings = dict(output_dir=str(out), corpus=corpus, model="scratch:2l-128h", max_steps=6, batch_size=16,
+    settings: dict[str, Any] = dict(output_dir=str(out), corpus=corpus, model="scratch:2l-128h", max_steps=6, batch_size=16,
                     save_every=3, device="cpu", seed=3)
     settings.update(overrides)
-    said = []
+    said: list[str] = []
     metrics = run_pretraining(PretrainConfig(**settings), say=said.append)
     return metrics, said
 
@@ -36,7 +37,7 @@ def test_masking_follows_ernie_rule_and_keeps_whole_words_together():
     rng = np.random.default_rng(0)
     seqs = [rng.integers(10, 500, 100) for _ in range(200)]
     starts = [np.tile([1, 0, 0, 1, 0], 20) for _ in seqs]  # words of 3 and 2 tokens
-    common = dict(vocab_size=500, mask_id=4, first_normal_id=5, rate=0.15, cls_id=2, sep_id=3)
+    common: dict[str, Any] = dict(vocab_size=500, mask_id=4, first_normal_id=5, rate=0.15, cls_id=2, sep_id=3)
     ids, positions, labels = mask_batch(seqs, starts, np.random.default_rng(1), whole_word=False, **common)
     width = ids.shape[1]
     assert ids.shape == (200, 102) and (ids[:, 0] == 2).all() and (ids[:, 101] == 3).all()

@@ -9,6 +9,7 @@ import shutil
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -129,7 +130,7 @@ def test_reload_swaps_models_under_load_without_losing_a_request(_exported, tiny
     assert retrained["best"]
     with running_server(live, "--max-wait-ms", "20") as (base, proc):
         first = httpx.get(f"{base}/readyz").json()["model_version"]
-        results = {"codes": [], "versions": set()}
+        results: dict[str, Any] = {"codes": [], "versions": set()}
 
         stop = {"at": time.monotonic() + 120}  # bounded whatever happens; moved up once the swap is seen
 
@@ -223,6 +224,7 @@ def test_replay_finds_the_parents_data_by_content_and_never_replays_its_held_out
         config = TrainConfig(model=str(tmp_path / "parent"), dataset=str(dataset), output_dir="unused", seed=9,
                              replay=str(data), replay_ratio=ratio)
         _, rows, lineage = continuation(config, load_splits(str(dataset), seed=9))
+        assert lineage is not None  # a continued model has a lineage
         return rows, lineage["replay_notes"]
 
     for spelling in ("./data/one.tsv", str(tmp_path / "data" / "one.tsv"), "copy.tsv"):  # same rows, any path
