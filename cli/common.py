@@ -49,10 +49,8 @@ def parallel_plan(devices: str | None, nnodes: int | None, node_rank: int | None
 def run_data_parallel(config, device_ids: list[str], cluster) -> dict | None:
     """Launch `config` (training, distillation or pretraining) on this node's workers through
     paddle.distributed.launch and read back the metrics rank 0 wrote (None on the other nodes, which keep none)."""
-    import json
     from pathlib import Path
 
-    from senti.core import layout
     from senti.core.runtime import configure_runtime
     from senti.toolkit.cluster import launch_training
     from senti.toolkit.run import launcher_device
@@ -66,7 +64,10 @@ def run_data_parallel(config, device_ids: list[str], cluster) -> dict | None:
         console.print(f"node {cluster.node_rank} done (logs in {log_dir}); node 0 wrote the output to "
                       f"{config.output_dir} on its machine")
         return None
-    return json.loads((Path(config.output_dir) / layout.METRICS).read_text(encoding="utf-8"))
+    from senti.toolkit.records import PretrainMetrics, TrainingMetrics
+
+    schema = PretrainMetrics if config.KIND == "pretraining" else TrainingMetrics
+    return schema.read(Path(config.output_dir)).to_json()
 
 
 def say(message: str) -> None:

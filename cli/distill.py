@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -42,7 +41,6 @@ from senti.cli.train import (
     TrustPickle,
     Warmup,
 )
-from senti.core import layout
 
 app = typer.Typer()
 
@@ -109,7 +107,9 @@ def distill(
         if cluster:
             if run_data_parallel(config, device_ids, cluster) is None:
                 return  # another node than 0: node 0 has the student
-            report = json.loads((output_dir / layout.DISTILL_META).read_text(encoding="utf-8"))
+            from senti.toolkit.records import DistillReport
+
+            report = DistillReport.read(output_dir).to_json()
         else:
             quiet(threads)
             from senti.toolkit.distill import run_distillation

@@ -40,8 +40,7 @@ def evaluate(
     """Accuracy, macro-F1, per-class precision and recall, and the confusion matrix on one split, or all rows."""
     quiet()
     from senti.core import layout
-    from senti.core.artifacts import write_json_atomic
-    from senti.toolkit.evaluate import evaluate_model
+    from senti.toolkit.evaluate import evaluate_model, write_evaluation
 
     with user_errors():
         if output is not None:  # before the model loads: a run must not end in a write that cannot happen
@@ -50,7 +49,7 @@ def evaluate(
             check_output(None, output, suffixes=(".json",))
         result = evaluate_model(model, dataset, split.value, batch_size, trust_pickle, backend.value, baseline)
     output = output or model / layout.eval_results(split.value)
-    write_json_atomic(output, result)
+    write_evaluation(result, output)
     cut = f", seed {result['data']['seed']}" if "seed" in result["data"] else ""
     console.print(f"{split.value} of {result['dataset']}{cut}, scored by {result['backend']}: accuracy "
                   f"[bold]{result['accuracy']:.4f}[/], macro-F1 [bold]{result['macro_f1']:.4f}[/] "

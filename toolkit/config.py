@@ -15,7 +15,7 @@ from senti.core import layout
 from senti.core.artifacts import write_json_atomic
 from senti.core.errors import SentiError
 from senti.core.ngram_head import DEFAULT_BUCKETS
-from senti.core.sequence import MAX_SEQ_LEN, MIN_SEQ_LEN, seq_len_problem
+from senti.core.sequence import seq_len_problem
 
 DEVICES = ("auto", "cpu", "gpu", "xpu", "npu")
 AMP_DTYPES = ("float16", "bfloat16")
@@ -55,7 +55,7 @@ class RunConfig:
             (self.epochs >= 1, "epochs must be at least 1"),
             (self.batch_size >= 1, "batch_size must be at least 1"),
             (self.max_seq_len is None or not seq_len_problem(self.max_seq_len),
-             f"max_seq_len must be between {MIN_SEQ_LEN} and {MAX_SEQ_LEN}"),
+             seq_len_problem(self.max_seq_len) or ""),
             (self.lr is None or self.lr > 0, "lr must be positive"),
             (0 <= self.warmup < 1, "warmup is a fraction of the steps, in [0, 1)"),
             (self.weight_decay >= 0, "weight_decay must be non-negative"),

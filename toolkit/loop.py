@@ -16,6 +16,7 @@ import numpy as np
 from senti.core import stopping
 from senti.core.errors import SentiError
 from senti.toolkit.batching import length_bucketed_batches
+from senti.toolkit.records import TrainingMetrics
 
 
 class TrainingDiverged(SentiError):
@@ -61,17 +62,17 @@ class _KeepBest:
     """Evaluation on dev with best-checkpoint saving: `keep(epoch, step)` records the evaluation and says whether
     it improved (every rank evaluates, so early-stop decisions agree; the main process alone saves and says)."""
 
-    def __init__(self, evaluate, save, metrics: dict, main_process: bool, say):
+    def __init__(self, evaluate, save, metrics: TrainingMetrics, main_process: bool, say):
         self.evaluate, self.save, self.metrics, self.main_process, self.say = evaluate, save, metrics, main_process, say
 
     def __call__(self, epoch: int, step: int) -> bool:
         record = self.evaluate(epoch, step)
-        self.metrics["evaluations"].append(record)
-        best = self.metrics["best"]
+        self.metrics.evaluations.append(record)
+        best = self.metrics.best
         improved = best is None or (record["dev_accuracy"], record["dev_macro_f1"]) > (
             best["dev_accuracy"], best["dev_macro_f1"])
         if improved:
-            self.metrics["best"] = record
+            self.metrics.best = record
             if self.main_process:
                 self.save(record)
         if self.main_process:
@@ -97,8 +98,8 @@ def _checked_loss(loss_fn, index, precision: str, epoch: int, step: int, output_
     return loss, value, terms
 
 
-def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, metrics: dict,
-        say=print, progress=None, extra_parameters=()) -> dict:
+def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, metrics: TrainingMetrics,
+        say=print, progress=None, extra_parameters=()) -> TrainingMetrics:
     """Train `net` (`model`, maybe wrapped in DataParallel) and fill `metrics`; returns it.
 
     `loss_fn(index)` runs the forward pass for the examples in `index` and returns
@@ -119,8 +120,8 @@ def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, me
     optimizer, schedule = make_optimizer(list(model.named_parameters()) + list(extra_parameters), config,
                                          total_steps)
     scaler = paddle.amp.GradScaler(init_loss_scaling=config.init_loss_scaling) if precision == "fp16" else None
-    metrics.update(epochs=[], evaluations=[], step_losses=[], step_terms=[], best=None, interrupted=None,
-                   stopped_early=False)
+    metrics.epochs, metrics.evaluations, metrics.step_losses, metrics.step_terms = [], [], [], []
+    metrics.best, metrics.interrupted, metrics.stopped_early = None, None, False
     keep = _KeepBest(evaluate, save, metrics, main_process, say)
 
     step, stale = 0, 0
@@ -141,9 +142,9 @@ def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, me
                 samples += len(index)
                 tokens += int(sum(lengths[i] for i in index))
                 losses.append(loss_value)
-                metrics["step_losses"].append(loss_value)
+                metrics.step_losses.append(loss_value)
                 if terms:
-                    metrics["step_terms"].append(terms)
+                    metrics.step_terms.append(terms)
                 if task is not None:
                     progress.update(task, advance=1, description=f"epoch {epoch} loss {loss_value:.3f}")
                 if config.eval_every and step % config.eval_every == 0:
@@ -156,19 +157,19 @@ def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, me
             if task is not None:
                 progress.remove_task(task)
             if stopping.signal_name():
-                metrics["interrupted"] = {"signal": stopping.signal_name(), "epoch": epoch, "step": step}
+                metrics.interrupted = {"signal": stopping.signal_name(), "epoch": epoch, "step": step}
                 break
             if not config.eval_every:
                 stale = 0 if keep(epoch, step) else stale + 1
-            last = metrics["evaluations"][-1] if metrics["evaluations"] else {}
-            metrics["epochs"].append({
+            last = metrics.evaluations[-1] if metrics.evaluations else {}
+            metrics.epochs.append({
                 "epoch": epoch, "steps": len(losses), "wall_seconds": wall,
                 "train_samples_per_s": samples * world / wall, "train_tokens_per_s": tokens * world / wall,
                 "train_loss": float(np.mean(losses)) if losses else None,
                 "dev_accuracy": last.get("dev_accuracy"), "dev_macro_f1": last.get("dev_macro_f1"),
             })
             if config.early_stop and stale >= config.early_stop:
-                metrics["stopped_early"] = True
+                metrics.stopped_early = True
                 say(f"early stop: no dev improvement in {stale} evaluations")
                 break
             if stopped:
@@ -176,9 +177,9 @@ def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, me
     return metrics
 
 
-def raise_if_interrupted(metrics: dict, out) -> None:
-    if metrics["interrupted"]:
-        best = metrics["best"]
+def raise_if_interrupted(metrics: TrainingMetrics, out) -> None:
+    if metrics.interrupted:
+        best = metrics.best
         kept = f"best checkpoint (step {best['step']}) kept in {out}" if best else "no checkpoint had been saved yet"
-        raise TrainingInterrupted(f"training interrupted by {metrics['interrupted']['signal']} at step "
-                                  f"{metrics['interrupted']['step']}; {kept}")
+        raise TrainingInterrupted(f"training interrupted by {metrics.interrupted['signal']} at step "
+                                  f"{metrics.interrupted['step']}; {kept}")

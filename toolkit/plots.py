@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from senti.toolkit.records import PretrainMetrics, TrainingMetrics
 
 
-def plot_training_curves(metrics: dict, path: Path) -> None:
+def plot_training_curves(metrics: TrainingMetrics, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")  # no display on servers and CI
     import matplotlib.pyplot as plt
     import numpy as np
 
-    losses = np.asarray(metrics["step_losses"], dtype=float)
-    evals = metrics["evaluations"]
+    losses = np.asarray(metrics.step_losses, dtype=float)
+    evals = metrics.evaluations
     fig, (ax_loss, ax_dev) = plt.subplots(1, 2, figsize=(10, 3.8))
     if len(losses):
         ax_loss.plot(np.arange(1, len(losses) + 1), losses, alpha=0.3, label="step")
@@ -26,14 +30,14 @@ def plot_training_curves(metrics: dict, path: Path) -> None:
         steps = [e["step"] for e in evals]
         ax_dev.plot(steps, [e["dev_accuracy"] for e in evals], "o-", label="accuracy")
         ax_dev.plot(steps, [e["dev_macro_f1"] for e in evals], "s--", label="macro-F1")
-    if metrics.get("baseline"):
-        ax_dev.axhline(metrics["baseline"]["dev"]["accuracy"], color="grey", linestyle=":",
-                       label=f"n-gram baseline {metrics['baseline']['dev']['accuracy']:.3f}")
-    if evals or metrics.get("baseline"):
+    if metrics.baseline:
+        ax_dev.axhline(metrics.baseline["dev"]["accuracy"], color="grey", linestyle=":",
+                       label=f"n-gram baseline {metrics.baseline['dev']['accuracy']:.3f}")
+    if evals or metrics.baseline:
         ax_dev.legend()
     ax_dev.set(title="dev", xlabel="step", ylim=(0, 1))
-    fig.suptitle(f"{metrics['model'].get('preset') or metrics['model'].get('name', '')} "
-                 f"on {metrics['device']} ({metrics['precision']})")
+    fig.suptitle(f"{metrics.model.get('preset') or metrics.model.get('name', '')} "
+                 f"on {metrics.device} ({metrics.precision})")
     fig.tight_layout()
     tmp = Path(path).with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=100)
@@ -41,7 +45,7 @@ def plot_training_curves(metrics: dict, path: Path) -> None:
     tmp.replace(path)
 
 
-def plot_pretraining_curves(metrics: dict, path: Path) -> None:
+def plot_pretraining_curves(metrics: PretrainMetrics, path: Path) -> None:
     """MLM loss per step, and the held-out loss and masked-token accuracy at each save."""
     import matplotlib
 
@@ -49,8 +53,8 @@ def plot_pretraining_curves(metrics: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    losses = np.asarray([s["loss"] for s in metrics["steps"]], dtype=float)
-    evals = metrics["evaluations"]
+    losses = np.asarray([s["loss"] for s in metrics.steps], dtype=float)
+    evals = metrics.evaluations
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.8))
     if len(losses):
         ax_loss.plot(np.arange(1, len(losses) + 1), losses, alpha=0.3, label="train step")

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta, TokenizerSettings, write_json_atomic
+from senti.core.artifacts import ArtifactMeta, TokenizerSettings
 from senti.core.errors import SentiError
 from senti.core.runtime import configure_runtime, runtime_record
 from senti.core.sequence import text_budget
@@ -32,6 +32,7 @@ from senti.toolkit.loop import make_optimizer, optimizer_step
 from senti.toolkit.masking import MASKINGS, mask_batch
 from senti.toolkit.models import load_weights
 from senti.toolkit.plots import plot_pretraining_curves
+from senti.toolkit.records import PretrainMetrics
 from senti.toolkit.resume import load_optimizer, read_state, save_state
 
 HELDOUT_SHARE = 0.01  # of the sequences, kept out of training for the MLM figures
@@ -239,20 +240,20 @@ class PretrainRun:
         """Weights, tokenizer, senti.json and the resume state, replaced atomically; then metrics and snapshots."""
         record = self.evaluate()
         if record:
-            self.metrics["evaluations"].append({"step": step, **record})
+            self.metrics.evaluations.append({"step": step, **record})
         stats = self.corpus.stats
         meta = PretrainMeta(
-            max_seq_len=self.config.max_seq_len, model=self.source, versions=self.metrics["versions"], steps=step,
+            max_seq_len=self.config.max_seq_len, model=self.source, versions=self.metrics.versions, steps=step,
             tokenizer=TokenizerSettings.of(self.tokenizer),
             corpus={"sources": stats["corpora"], "fingerprint": stats["fingerprint"], "tokens": stats["tokens"],
                     "sequences": stats["sequences"], "unk_rate": stats["unk_rate"]},
             masking={"kind": self.config.masking, "rate": self.config.mask_rate, "split": "80/10/10"},
             heldout=record, elapsed_minutes=round(elapsed_minutes, 2),
             parallel={"world_size": self.world, "nodes": nodes()})
-        state = {"step": step, "elapsed_minutes": elapsed_minutes, "metrics": self.metrics}
+        state = {"step": step, "elapsed_minutes": elapsed_minutes, "metrics": self.metrics.to_json()}
         save_checkpoint(self.model, self.tokenizer, self.out, meta, self.config, extra={
             layout.PRETRAIN_STATE: lambda path: save_state(self.optimizer, self.model, path, state)})
-        write_json_atomic(self.out / layout.METRICS, self.metrics)
+        self.metrics.write(self.out)
         if not self.hashes_kept:  # the corpus does not change during a run: copy its text hashes once
             _keep_text_hashes(self.out / ".corpus", self.out)
             self.hashes_kept = True
@@ -270,10 +271,11 @@ class PretrainRun:
         steps_per_epoch = max(1, len(self.train_index) // config.batch_size // self.world)
         total = min(config.epochs * steps_per_epoch, config.max_steps or config.epochs * steps_per_epoch)
         self.optimizer, schedule = make_optimizer(list(self.model.named_parameters()), config, total)
-        self.metrics = self.state["metrics"] if self.state else {
-            "written_by": "senti pretrain", "model": self.source, "corpus": self.corpus.stats,
-            "runtime": runtime_record(), "world_size": self.world, "nodes": nodes(), "versions": versions(), "steps": [],
-            "evaluations": [], "interrupted": None}
+        self.metrics = PretrainMetrics.from_json(
+            {"meta_version": layout.META_VERSION, **self.state["metrics"]}, f"{self.out}'s resume state") \
+            if self.state else PretrainMetrics(written_by="senti pretrain", model=self.source, corpus=self.corpus.stats,
+                                               runtime=runtime_record(), world_size=self.world, nodes=nodes(),
+                                               versions=versions())
         step = self.state["step"] if self.state else 0
         if self.state:
             load_optimizer(self.optimizer, self.model, self.out)
@@ -299,7 +301,7 @@ class PretrainRun:
                     step += 1
                     tokens += batch[0].size
                     rate = tokens / clock.this_run_seconds()
-                    self.metrics["steps"].append({"step": step, "loss": value, "tokens_per_s": rate})
+                    self.metrics.steps.append({"step": step, "loss": value, "tokens_per_s": rate})
                     if task is not None and self.progress is not None:
                         self.progress.update(task, completed=step, description=f"MLM loss {value:.3f} {rate:,.0f} tok/s")
                     stopping = _agree(bool(signals.signal_name()) or clock.over(), self.world)  # all workers stop together
@@ -308,15 +310,15 @@ class PretrainRun:
                     if stopping or step >= total:
                         break
             if signals.signal_name():
-                self.metrics["interrupted"] = {"signal": signals.signal_name(), "step": step}
-        self.metrics["workers"] = census(self.model, step, self.world)
+                self.metrics.interrupted = {"signal": signals.signal_name(), "step": step}
+        self.metrics.workers = census(self.model, step, self.world)
         if self.main:
-            write_json_atomic(self.out / layout.METRICS, self.metrics)
+            self.metrics.write(self.out)
             plot_pretraining_curves(self.metrics, self.out / layout.CURVES_PNG)
-        if self.metrics["interrupted"]:
-            raise TrainingInterrupted(f"pretraining interrupted by {self.metrics['interrupted']['signal']} at step "
+        if self.metrics.interrupted:
+            raise TrainingInterrupted(f"pretraining interrupted by {self.metrics.interrupted['signal']} at step "
                                       f"{step}; {self.out} holds that step and resumes from it")
-        return self.metrics
+        return self.metrics.to_json()
 
 
 class _Clock:

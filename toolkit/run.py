@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from senti.core import layout
-from senti.core.artifacts import write_json_atomic
 from senti.core.checkpoint import CheckpointMeta
 from senti.core.errors import SentiError
 from senti.core.runtime import configure_runtime
@@ -24,6 +23,7 @@ from senti.toolkit.checkpoint import refuse_existing, save_checkpoint
 from senti.toolkit.config import RunConfig
 from senti.toolkit.evaluate import choose_ngram_weight, classification_metrics, predict_logits
 from senti.toolkit.loop import fit, raise_if_interrupted
+from senti.toolkit.records import TrainingMetrics
 
 
 def available_devices() -> dict[str, bool]:
@@ -78,11 +78,11 @@ def resolve_precision(config: RunConfig, device: str, say) -> str:
     return "fp16"
 
 
-def finish_run(out: Path, metrics: dict) -> None:
+def finish_run(out: Path, metrics: TrainingMetrics) -> None:
     """metrics.json and the curves PNG, also after an interruption."""
     from senti.toolkit.plots import plot_training_curves
 
-    write_json_atomic(out / layout.METRICS, metrics)
+    metrics.write(out)
     plot_training_curves(metrics, out / layout.CURVES_PNG)
 
 
@@ -100,7 +100,7 @@ class ClassifierRun:
     dev_y: np.ndarray
     meta: CheckpointMeta
     precision: str
-    metrics: dict[str, Any]
+    metrics: TrainingMetrics
 
     def __init__(self, config, say=print, progress=None):
         import paddle.distributed as dist
@@ -187,16 +187,16 @@ class ClassifierRun:
             join(self.agreement())
             self.net = paddle.DataParallel(self.model)  # starts every replica from rank 0's weights
         parallel = {"world_size": self.world, "nodes": nodes()}
-        self.metrics.update(parallel)
+        self.metrics.world_size, self.metrics.nodes = self.world, parallel["nodes"]
         self.meta = replace(self.meta, parallel=parallel)
         if self.main:
             self.out.mkdir(parents=True, exist_ok=True)  # the settings are saved with the first checkpoint
         fit(self.net or self.model, self.model, self.config, [len(e) for e in self.train_ids], self.loss,
             self.evaluate, self.save, self.precision, self.metrics, say=self.say, progress=self.progress,
             extra_parameters=self.extra_parameters)
-        self.metrics["workers"] = census(self.model, len(self.metrics["step_losses"]), self.world)
+        self.metrics.workers = census(self.model, len(self.metrics.step_losses), self.world)
         if self.main:
             finish_run(self.out, self.metrics)
         raise_if_interrupted(self.metrics, self.out)
-        return self.metrics
+        return self.metrics.to_json()
 

@@ -17,6 +17,7 @@ from senti.toolkit.checkpoint import versions
 from senti.toolkit.config import DEFAULT_SEQ_LEN, TrainConfig
 from senti.toolkit.data import data_fingerprint, load_recipe
 from senti.toolkit.models import build_model, default_lr, is_checkpoint
+from senti.toolkit.records import TrainingMetrics
 from senti.toolkit.run import ClassifierRun, resolve_precision
 
 
@@ -72,13 +73,12 @@ class TrainRun(ClassifierRun):
         self.precision = resolve_precision(config, self.device, say)
         baseline = fit_baseline_figures(splits, train_rows, labels, config.seed, say) if (
             config.baseline and self.main) else None
-        self.metrics = {
-            "written_by": "senti train", "model": source, "device": self.device, "world_size": self.world,
-            "precision": self.precision, "amp_requested": config.amp, "versions": versions(),
-            "runtime": self.runtime, "data": data_stats, "baseline": baseline,
-        }
+        self.metrics = TrainingMetrics(
+            written_by="senti train", model=source, device=self.device, world_size=self.world,
+            precision=self.precision, amp_requested=config.amp, versions=versions(), runtime=self.runtime,
+            data=data_stats, baseline=baseline)
         self.meta = checkpoint_meta("senti train", labels, config.max_seq_len, tokenizer, source,
-                                    self.metrics["versions"], recipe, lineage)
+                                    self.metrics.versions, recipe, lineage)
 
     def loss(self, index):
         import paddle

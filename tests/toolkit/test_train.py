@@ -64,6 +64,44 @@ def test_eval_command_matches_training_dev_accuracy(tiny_checkpoint):
     assert "confusion matrix" in result.output
 
 
+def test_run_artifacts_read_back_through_their_schemas(tiny_checkpoint):
+    """metrics.json, eval_<split>.json and senti.json's tokenizer record are written through typed schemas and read
+    back through them; a file that is not one gets one error naming it."""
+    from paddlenlp.transformers import AutoTokenizer
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+    from senti.core.artifacts import TokenizerSettings
+    from senti.core.checkpoint import read_meta
+    from senti.core.errors import ArtifactError
+    from senti.serving.tokenizer import FastTokenizer
+    from senti.toolkit.batching import encode_texts
+    from senti.toolkit.records import EvalRecord, TrainingMetrics
+
+    ckpt, data = tiny_checkpoint
+    metrics = TrainingMetrics.read(ckpt)
+    assert metrics.written_by == "senti train" and metrics.best and metrics.step_losses and metrics.world_size == 1
+    assert CliRunner().invoke(app, ["eval", "--model", str(ckpt), "--split", "test", "--no-baseline"]).exit_code == 0
+    raw = json.loads((ckpt / layout.eval_results("test")).read_text(encoding="utf-8"))
+    record = EvalRecord.from_json(raw, "eval")
+    assert record.split == "test" and record.n == sum(record.support.values()) and raw["meta_version"] == 1
+    tokenizer = read_meta(ckpt).tokenizer  # one shape: the checkpoint's record is the export's
+    assert isinstance(tokenizer, TokenizerSettings) and tokenizer.tokenizer_class == "ErnieTokenizer"
+    assert json.loads((ckpt / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["tokenizer"]["class"] == \
+        "ErnieTokenizer"
+    texts = ["非常好很满意", "Hello 太差了"]
+    reference, _ = encode_texts(AutoTokenizer.from_pretrained(str(ckpt)), texts, 16)
+    assert FastTokenizer.from_settings(ckpt, tokenizer)(texts, 16) == reference
+    (ckpt / layout.METRICS).write_text(json.dumps({k: v for k, v in metrics.to_json().items() if k != "device"}),
+                                       encoding="utf-8")
+    with pytest.raises(ArtifactError, match=f"{layout.METRICS}: unreadable training metrics metadata .missing device"):
+        TrainingMetrics.read(ckpt)
+    senti_json = json.loads((ckpt / layout.CHECKPOINT_META).read_text(encoding="utf-8"))
+    (ckpt / layout.CHECKPOINT_META).write_text(json.dumps({**senti_json, "tokenizer": ["vocab.txt"]}), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="tokenizer settings must be an object"):
+        read_meta(ckpt)
+
+
 def test_multiclass_training_beats_chance(tmp_path):
     data = write_folder(tmp_path / "emo", synthetic_rows(900, EMOTIONS, seed=1), synthetic_rows(120, EMOTIONS, seed=2))
     metrics = train_tiny(tmp_path / "ckpt", data, epochs=3)
