@@ -1,5 +1,5 @@
-"""The base of every error a user can fix. It lives in `serving`, the lowest layer, so that
-`export` and `toolkit` raise the same type and the CLI prints one line for all of them."""
+"""The base of every error a user can fix. It lives in `core`, the ground floor, so that every floor above
+raises the same type and the CLI prints one line for all of them."""
 
 
 class SentiError(Exception):
