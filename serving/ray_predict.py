@@ -197,27 +197,26 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     # reserving every core makes a small machine deadlock before the first file is read.
     reserve = threads_per_actor * (1 - 1 / max(cpus, 2))
 
-    ds = _read(ray, paths, kind, text_column, id_column, light)
-    rows_in = ds.count()
-    rows_per_call = rows_per_actor_call(rows_in, actors, batch_size)
+    context = ray.data.DataContext.get_current()
+    ordered = context.execution_options.preserve_order
     if id_column is None:
-        # No ids in the input: number the rows by their position (files in sorted order), via Ray's own zip.
-        id_column = "_row"
-        ds = ds.zip(ray.data.range(rows_in).rename_columns({"id": id_column}))
-    with warnings.catch_warnings():
-        # Ray 2.60 has no named map_batches parameter for max_restarts and warns about the generic route (to be
-        # removed in Ray 2.64: revisit then); the setting is what keeps a local run free of Ray's restart warning.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        scored = ds.map_batches(
-            ScoreBatch, fn_constructor_kwargs=dict(export_dir=str(export_dir), backend=backend,
-                                                   threads=threads_per_actor, text_column=text_column,
-                                                   id_column=id_column, batch_size=batch_size),
-            batch_size=rows_per_call, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
-            num_cpus=reserve,
-            # On this machine alone a crashed actor would only crash again: no restarts, which also spares the
-            # driver Ray's warning about restartable actors whose constructor arguments live in the object store.
-            **({"max_restarts": 0} if address is None else {}),
-        ).materialize()
+        # Ids by position need the rows in input order, which Ray Data keeps only when asked: by default blocks go
+        # on as their tasks finish, and a big first file read after small ones was numbered after them.
+        context.execution_options.preserve_order = True
+    try:
+        ds = _read(ray, paths, kind, text_column, id_column, light)
+        rows_in = ds.count()
+        rows_per_call = rows_per_actor_call(rows_in, actors, batch_size)
+        if id_column is None:  # no ids in the input: number the rows by position (files in sorted order)
+            id_column = "_row"
+            with warnings.catch_warnings():
+                # Ray deprecates zip because it pairs rows by order, which is what preserve_order above keeps.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                ds = ds.zip(ray.data.range(rows_in).rename_columns({"id": id_column}))
+        scored = _score(ray, ds, export_dir, backend, threads_per_actor, text_column, id_column, batch_size,
+                        rows_per_call, actors, reserve, address)
+    finally:
+        context.execution_options.preserve_order = ordered
     rows_out = scored.count()
     errors = int(scored.map_batches(_error_count, batch_format="numpy", num_cpus=0.1).sum("errors") or 0)
     if out_kind == ".parquet":
@@ -228,6 +227,25 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     return {"rows_in": rows_in, "rows_out": rows_out, "errors": errors, "actors": actors, "rows_per_call": rows_per_call,
             "threads_per_actor": threads_per_actor, "cpus": cpus, "ray_startup_s": startup_s,
             "total_s": total_s, "output": dest}
+
+
+def _score(ray, ds, export_dir, backend: str, threads: int, text_column: str, id_column: str, batch_size: int,
+           rows_per_call: int, actors: int, reserve: float, address: str | None):
+    """The scored dataset, materialized: `actors` ScoreBatch actors, `rows_per_call` rows a call."""
+    with warnings.catch_warnings():
+        # Ray 2.60 has no named map_batches parameter for max_restarts and warns about the generic route (to be
+        # removed in Ray 2.64: revisit then); the setting is what keeps a local run free of Ray's restart warning.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ds.map_batches(
+            ScoreBatch, fn_constructor_kwargs=dict(export_dir=str(export_dir), backend=backend, threads=threads,
+                                                   text_column=text_column, id_column=id_column,
+                                                   batch_size=batch_size),
+            batch_size=rows_per_call, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
+            num_cpus=reserve,
+            # On this machine alone a crashed actor would only crash again: no restarts, which also spares the
+            # driver Ray's warning about restartable actors whose constructor arguments live in the object store.
+            **({"max_restarts": 0} if address is None else {}),
+        ).materialize()
 
 
 def _error_count(batch: dict) -> dict:

@@ -87,6 +87,27 @@ def test_jsonl_without_ids_gets_row_numbers_and_bad_lines_become_error_rows(_exp
     _check(scored, [str(i) for i in range(ROWS)], texts_by_id, predictions, bad)
 
 
+def test_row_numbers_follow_the_input_order_across_files_of_different_sizes(_exported, expected, local_ray,
+                                                                            tmp_path):
+    """Without an id column a row's id is its position (files in sorted order). Ray Data hands blocks on as their
+    tasks finish, so a big first file read after two small ones must still number its rows first."""
+    import pyarrow.parquet as pq
+
+    out, _ = _exported
+    texts, predictions = expected
+    sizes = {"a.parquet": 6000, "b.parquet": 40, "c.parquet": 40}
+    (tmp_path / "in").mkdir()
+    position, texts_by_id = 0, {}
+    for name, size in sizes.items():
+        chosen = [texts[(position + k) * 7 % len(texts)] for k in range(size)]
+        pq.write_table(pa.table({"text": chosen}), tmp_path / "in" / name)
+        texts_by_id.update({str(position + k): t for k, t in enumerate(chosen)})
+        position += size
+    result = predict_with_ray(out, str(tmp_path / "in"), str(tmp_path / "out.parquet"), backend="onnx")
+    assert result["rows_in"] == result["rows_out"] == position and result["errors"] == 0
+    _check(pq.read_table(tmp_path / "out.parquet").to_pylist(), list(texts_by_id), texts_by_id, predictions, set())
+
+
 def test_bad_sources_are_clear_errors(_exported, tmp_path, local_ray):
     from senti.core.errors import SentiError
 
