@@ -8,7 +8,7 @@ import shutil
 from typing import Any
 
 import pytest
-from conftest import synthetic_rows, write_folder
+from helpers import synthetic_rows, write_folder
 
 from senti.benchmarks.flops import forward_flops, training_flops
 from senti.benchmarks.run import BenchConfig, run_bench

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import EDGE_CASES, PARITY, synthetic_rows, write_folder, write_rows
+from helpers import EDGE_CASES, PARITY, synthetic_rows, write_folder, write_rows
 
 from senti.core import layout
 

@@ -8,7 +8,7 @@ import pickle
 import shutil
 
 import pytest
-from conftest import train_tiny
+from helpers import train_tiny
 
 from senti.core import layout
 from senti.core.errors import SentiError

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PARITY, export_tiny
+from helpers import PARITY, export_tiny
 
 from senti.core import layout
 from senti.core.errors import SentiError

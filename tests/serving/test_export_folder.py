@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 from senti.core.errors import ArtifactError
 from senti.serving import Predictor

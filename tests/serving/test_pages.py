@@ -8,7 +8,7 @@ import re
 
 import httpx
 import pytest
-from conftest import KEY, PARITY, requested_urls, running_server
+from helpers import KEY, PARITY, requested_urls, running_server
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import start_senti
+from helpers import start_senti
 
 from senti.core.runtime import available_cores, cgroup_cpu_quota
 from senti.serving.placement import choose_placement, model_width

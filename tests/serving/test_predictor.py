@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EDGE_CASES, PARITY
+from helpers import EDGE_CASES, PARITY
 
 from senti.core.errors import ArtifactError, SentiError
 from senti.serving import Predictor

@@ -12,7 +12,7 @@ import sys
 import httpx
 import psutil
 import pytest
-from conftest import AUTH, PARITY, ROOT, running_server
+from helpers import AUTH, PARITY, ROOT, running_server
 
 from senti.serving import Predictor
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import synthetic_rows
+from helpers import synthetic_rows
 
 ray = pytest.importorskip("ray", reason="Ray Data is the optional 'scale' extra")
 pa = pytest.importorskip("pyarrow")

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import AUTH, KEY, PARITY, running_server
+from helpers import AUTH, KEY, PARITY, running_server
 
 from senti.serving import Predictor
 

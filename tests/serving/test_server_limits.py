@@ -13,7 +13,7 @@ import time
 
 import httpx
 import pytest
-from conftest import AUTH, PARITY, running_server
+from helpers import AUTH, PARITY, running_server
 
 from senti.core.errors import SentiError
 from senti.serving import Predictor

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import synthetic_rows, write_folder
+from helpers import synthetic_rows, write_folder
 
 from senti.core import layout
 
@@ -21,7 +21,7 @@ SENTI = [sys.executable, "-m", "senti.cli"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -79,7 +79,7 @@ def reviews(tmp_path) -> Path:
 def test_two_nodes_train_as_one(reviews, tmp_path):
     out = tmp_path / "model"
     results = _finish(_start_nodes(["train", "--dataset", str(reviews), "--output-dir", str(out), "--epochs", "1",
-                                    "--batch-size", "16", "--lr", "1e-3", "--no-baseline"], _free_port()), 300)
+                                    "--batch-size", "16", "--lr", "1e-3", "--no-baseline"], free_port()), 300)
     for rank, (code, stdout, stderr) in results.items():
         assert code == 0, f"node {rank}:\n{stdout}\n{stderr}"
     assert "node 1 done" in results[1][1]
@@ -102,7 +102,7 @@ def test_a_node_that_dies_ends_the_run_on_every_node(tmp_path):
     out = tmp_path / "model"
     procs = _start_nodes(["train", "--dataset", str(data), "--output-dir", str(out), "--epochs", "5",
                           "--batch-size", "16", "--lr", "1e-3", "--eval-every", "20", "--no-baseline",
-                          "--ngram-buckets", "0"], _free_port())
+                          "--ngram-buckets", "0"], free_port())
     deadline = time.monotonic() + 240
     while not (out / layout.CHECKPOINT_META).is_file():  # node 0 has saved a checkpoint
         assert time.monotonic() < deadline and procs[0].poll() is None, procs[0].communicate()
@@ -122,7 +122,7 @@ def test_nodes_with_different_settings_refuse_on_every_node(reviews, tmp_path):
     out = tmp_path / "model"
     other = write_folder(tmp_path / "other", synthetic_rows(600, seed=4), synthetic_rows(120, seed=2))
     results = _finish(_start_nodes(["train", "--dataset", str(reviews), "--output-dir", str(out), "--epochs", "1",
-                                    "--no-baseline"], _free_port(),
+                                    "--no-baseline"], free_port(),
                                    per_node={0: ["--seed", "1"],
                                              1: ["--seed", "2", "--batch-size", "8", "--dataset", str(other)]}), 300)
     for rank, (code, _, stderr) in results.items():
@@ -136,7 +136,7 @@ def test_nodes_with_different_settings_refuse_on_every_node(reviews, tmp_path):
 def test_an_unreachable_master_ends_with_one_line(reviews, tmp_path):
     started = time.monotonic()
     results = _finish(_start_nodes(["train", "--dataset", str(reviews), "--output-dir", str(tmp_path / "m"),
-                                    "--join-timeout", "3"], _free_port(), nodes=(1,)), 120)
+                                    "--join-timeout", "3"], free_port(), nodes=(1,)), 120)
     code, _, stderr = results[1]
     assert code == 2 and time.monotonic() - started < 90
     assert stderr.strip().splitlines()[-1].startswith("error: node 1: the master 127.0.0.1:")
@@ -178,7 +178,7 @@ def test_two_nodes_pretrain_and_distill(tiny_checkpoint, tmp_path):
                                "--batch-size", "16"],
     }
     for out, args in runs.items():
-        results = _finish(_start_nodes(args, _free_port()), 300)
+        results = _finish(_start_nodes(args, free_port()), 300)
         for rank, (code, stdout, stderr) in results.items():
             assert code == 0, f"{args[0]} node {rank}:\n{stdout}\n{stderr}"
         metrics = json.loads((out / layout.METRICS).read_text(encoding="utf-8"))

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import EMOTIONS, synthetic_rows, write_folder, write_rows
+from helpers import EMOTIONS, synthetic_rows, write_folder, write_rows
 
 from senti.core.errors import DataError
 from senti.toolkit.data import load_splits, read_table

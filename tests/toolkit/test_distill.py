@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import EMOTIONS, export_tiny, synthetic_rows, write_folder
+from helpers import EMOTIONS, export_tiny, synthetic_rows, write_folder
 
 from senti.core import layout
 from senti.core.errors import SentiError
@@ -102,7 +102,7 @@ def test_bad_inputs_are_one_line_errors(tiny_checkpoint, tmp_path):
 def test_eval_and_export_cut_the_splits_the_student_was_trained_on(tiny_checkpoint, tmp_path, monkeypatch):
     """A student distilled with --seed 3 on a seeded (single-file) dataset is evaluated and parity-checked on
     the splits cut with seed 3, never 42: its test rows cannot overlap its training rows."""
-    from conftest import write_rows
+    from helpers import write_rows
     from typer.testing import CliRunner
 
     import senti.toolkit.data as data_module

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import KEY, _free_port, start_senti, synthetic_rows, train_tiny, write_rows
+from helpers import KEY, free_port, start_senti, synthetic_rows, train_tiny, write_rows
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -116,7 +116,7 @@ def test_select_writes_guesses_and_leaves_out_labelled_texts(tmp_path, _exported
 def label_server(tmp_path):
     """`senti label` as a real process; call it again to restart on the same files."""
     procs = []
-    port = _free_port()
+    port = free_port()
 
     def start(picks: Path, log: Path) -> tuple[str, subprocess.Popen]:
         proc, base = start_senti("label", "--input", str(picks), "--output", str(log), "--labels",

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import synthetic_rows, train_tiny, write_folder
+from helpers import synthetic_rows, train_tiny, write_folder
 
 from senti.core import layout
 from senti.core.errors import DataError, SentiError

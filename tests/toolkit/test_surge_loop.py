@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import (
+from helpers import (
     AUTH,
     EMOTIONS,
     PARITY,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EMOTIONS, synthetic_rows, train_tiny, write_folder
+from helpers import EMOTIONS, synthetic_rows, train_tiny, write_folder
 
 from senti.core import layout
 from senti.core.errors import SentiError
