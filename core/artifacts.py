@@ -75,6 +75,8 @@ class TokenizerSettings:
     pad_token_id: int | None = None
     tokenizer_class: str = "ErnieTokenizer"  # "class" in the files
 
+    TEXT_KEYS: ClassVar[tuple[str, ...]] = ("vocab_file", "unk_token", "cls_token", "sep_token", "pad_token",
+                                            "tokenizer_class")
     # What an export must spell out: serving rebuilds the tokenizer from these alone.
     EXPORT_KEYS: ClassVar[tuple[str, ...]] = ("vocab_file", "do_lower_case", "unk_token", "cls_token", "sep_token",
                                               "pad_token")
@@ -94,7 +96,15 @@ class TokenizerSettings:
             raise ValueError(f"tokenizer settings lack {', '.join(missing)}")
         known = {f.name for f in fields(cls)}
         values = {("tokenizer_class" if k == "class" else k): v for k, v in data.items()}
-        return cls(**{k: v for k, v in values.items() if k in known})
+        values = {k: v for k, v in values.items() if k in known}
+        if text := [k for k in cls.TEXT_KEYS if k in values and not isinstance(values[k], str)]:
+            raise ValueError(f"tokenizer settings: {', '.join(text)} must be text")
+        if not isinstance(values.get("do_lower_case", True), bool):
+            raise ValueError("tokenizer settings: do_lower_case must be true or false")
+        pad_id = values.get("pad_token_id")
+        if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(pad_id, int)):
+            raise ValueError("tokenizer settings: pad_token_id must be an integer")
+        return cls(**values)
 
     @classmethod
     def from_export_json(cls, data) -> TokenizerSettings:

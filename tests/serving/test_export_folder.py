@@ -63,6 +63,8 @@ CASES = {  # name: (change, backend, what the one-line error must say)
     "vocab without [UNK]": (lambda f: (f / "vocab.txt").write_text("[PAD]\n", encoding="utf-8"), "onnx",
                             "special token [UNK] is missing"),
     "tokenizer key missing": (edit_meta(lambda m: m["tokenizer"].pop("unk_token")), "onnx", "lack unk_token"),
+    "vocab path not text": (tokenizer_setting("vocab_file", ["vocab.txt"]), "onnx", "vocab_file must be text"),
+    "lower-casing not a flag": (tokenizer_setting("do_lower_case", "no"), "onnx", "do_lower_case must be true or false"),
     "one label": (edit_meta(lambda m: m.__setitem__("labels", ["only"])), "onnx", "two or more distinct"),
     "repeated label": (edit_meta(lambda m: m.__setitem__("labels", ["pos", "pos"])), "onnx", "two or more distinct"),
     "labels swapped": (edit_meta(lambda m: m["labels"].reverse()), "onnx", "differ from those recorded"),
