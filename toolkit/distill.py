@@ -70,7 +70,8 @@ def soft_kl(b: LossInputs):
 
     log_p_s = F.log_softmax(b.logits_s / b.temperature, axis=-1)
     p_t = F.softmax(b.logits_t / b.temperature, axis=-1)
-    return F.kl_div(log_p_s, p_t, reduction="batchmean")  # type: ignore[arg-type]  # paddle's stubs omit batchmean * b.temperature**2
+    kl = F.kl_div(log_p_s, p_t, reduction="batchmean")  # type: ignore[arg-type]  # paddle's stubs omit batchmean
+    return kl * b.temperature**2
 
 
 def hard_ce(b: LossInputs):

@@ -160,3 +160,24 @@ def test_an_ngram_teacher_and_a_pretrained_student(tiny_checkpoint, tmp_path):
                                    save_every=1, device="cpu", min_freq=3), say=lambda _: None)
     with pytest.raises(SentiError, match="different vocabulary"):
         _distill(ckpt, data, tmp_path / "s2", student=str(scratch))
+
+
+def test_soft_loss_is_the_kl_at_temperature_scaled_by_its_square():
+    """Hinton's soft term: KL(teacher || student) of the softened distributions, times T^2 so its gradients keep
+    their size whatever the temperature."""
+    import paddle
+
+    from senti.toolkit.distill import LossInputs, soft_kl
+
+    student = np.array([[2.0, -1.0, 0.5], [0.1, 0.3, -2.0]], dtype=np.float32)
+    teacher = np.array([[1.0, 0.0, 2.0], [-1.0, 1.5, 0.0]], dtype=np.float32)
+
+    def softmax(x):
+        e = np.exp(x - x.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+
+    for temperature in (1.0, 2.0, 4.0):
+        p_s, p_t = softmax(student / temperature), softmax(teacher / temperature)
+        expected = (p_t * (np.log(p_t) - np.log(p_s))).sum(1).mean() * temperature**2
+        got = float(soft_kl(LossInputs(paddle.to_tensor(student), paddle.to_tensor(teacher), None, temperature)))
+        assert got == pytest.approx(expected, rel=1e-5)
