@@ -169,10 +169,10 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
 
         for fmt in wanted_formats(config):
             stopping.checkpoint()  # a SIGTERM between steps: the staging folder goes with the exception
-            entry, made_io = _make_format(fmt, staging, graph_file, params_file, spec, job)
+            files, made, made_io = _make_format(fmt, staging, graph_file, params_file, spec, job)
             io = made_io or io
             parity = _check_format(fmt, staging, config.threads, encoded, reference, gold_ids, reference_accuracy, say)
-            formats[fmt] = FormatRecord(files=entry.pop("files"), parity=parity, made=entry)
+            formats[fmt] = FormatRecord(files=files, parity=parity, made=made)
         failed = {f: v.parity.reason for f, v in formats.items() if FORMATS[f].required and not v.parity.fit}
         if failed:
             raise ExportError("exported model disagrees with the dynamic graph: " +
@@ -228,18 +228,17 @@ def _check_parity_inputs(model, labels: list[str], max_len: int, texts: list[str
         raise ExportError("parity needs real texts: got fewer than 2")
 
 
-def _make_format(fmt: str, staging: Path, graph_file, params_file, spec: ExportSpec, job) -> tuple[dict, dict | None]:
-    """({files, and what the maker records}, the ONNX io record when `fmt` is onnx) for one format in `staging`."""
+def _make_format(fmt: str, staging: Path, graph_file, params_file, spec: ExportSpec,
+                 job) -> tuple[list[str], dict, dict | None]:
+    """(its files, what its maker records, the ONNX io record when `fmt` is onnx) for one format in `staging`."""
     path = staging / FORMATS[fmt].path
     if fmt == "paddle":
-        return {"files": [f"{layout.PADDLE_DIR}/{Path(graph_file).name}",
-                          f"{layout.PADDLE_DIR}/{layout.PADDLE_PARAMS}"]}, None
+        return [f"{layout.PADDLE_DIR}/{Path(graph_file).name}", f"{layout.PADDLE_DIR}/{layout.PADDLE_PARAMS}"], {}, None
     if fmt == "onnx":
-        return {"files": [path.name]}, paddle_to_onnx(graph_file, params_file, path, spec)
+        return [path.name], {}, paddle_to_onnx(graph_file, params_file, path, spec)
     source = FORMATS[fmt].source
     assert source is not None, f"{fmt} is made from another format"  # every derived format names its source
-    extra = MAKERS[fmt](staging / FORMATS[source].path, path, job) or {}
-    return {"files": [path.name], **extra}, None
+    return [path.name], MAKERS[fmt](staging / FORMATS[source].path, path, job) or {}, None
 
 
 def _export_record(config: ExportConfig, data, model, tokenizer, spec: ExportSpec, io, texts, reference,
@@ -269,6 +268,7 @@ def _export_record(config: ExportConfig, data, model, tokenizer, spec: ExportSpe
                        "labels": labels},
         reference_stats=reference_stats,
     )
+
 
 def _drift_of(logits: np.ndarray, texts: list[str], fast: FastTokenizer, max_len: int, labels: list[str]) -> dict:
     """The drift figures of the parity (dev) texts under the dynamic graph, for `senti predict` to compare with."""

@@ -174,7 +174,6 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
         raise SentiError(f"--output {dest} already exists")
 
     started = time.perf_counter()
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     _lean_data_context(ray)
     if not ray.is_initialized():
         if address:
@@ -258,6 +257,7 @@ def _lean_data_context(ray) -> None:
     on a terminal. Its usage statistics are off too (this machine has no business reporting them)."""
     import sys
 
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     context = ray.data.DataContext.get_current()
     context.enable_operator_progress_bars = False
     context.enable_progress_bars = sys.stderr.isatty()

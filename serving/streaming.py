@@ -72,11 +72,11 @@ class PredictionWriter:
             self.csv.writerow([row.line, text or "", "", "", *[""] * len(self.labels), "", row.error])
 
     def close(self) -> None:
-        if self.partial is None:
+        if self.partial is None or self.path is None:  # standard output
             self.fh.flush()
             return
         self.fh.close()
-        os.replace(self.partial, self.path or "")
+        os.replace(self.partial, self.path)
 
     def abort(self) -> None:
         if self.partial is None:

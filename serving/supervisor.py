@@ -87,7 +87,8 @@ class Supervisor(Multiprocess):
         for idx in replaced:  # a replaced slot is no longer waiting for a restart, nor unproven
             self.waiting.pop(idx, None)
             self.fresh.discard(idx)
-        record: dict[str, Any] = {"ok": len(replaced) == len(self.processes), "at": time.time(), "workers_replaced": len(replaced)}
+        record: dict[str, Any] = {"ok": len(replaced) == len(self.processes), "at": time.time(),
+                                  "workers_replaced": len(replaced)}
         if not record["ok"]:
             record["error"] = self._failure_reason(since=started) or "the new worker was not ready in time"
             logger.error(f"reload failed, the workers keep the model they had: {record['error']}")

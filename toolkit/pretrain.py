@@ -264,29 +264,30 @@ class PretrainRun:
                      f"{record['masked_accuracy']:.3f}; saved")
 
     def run(self) -> dict:
-        from senti.core import stopping as signals
+        from senti.core import stopping
         from senti.toolkit.loop import TrainingInterrupted
 
         config = self.config
         steps_per_epoch = max(1, len(self.train_index) // config.batch_size // self.world)
         total = min(config.epochs * steps_per_epoch, config.max_steps or config.epochs * steps_per_epoch)
         self.optimizer, schedule = make_optimizer(list(self.model.named_parameters()), config, total)
-        self.metrics = PretrainMetrics.from_json(
-            {"meta_version": layout.META_VERSION, **self.state["metrics"]}, f"{self.out}'s resume state") \
-            if self.state else PretrainMetrics(written_by="senti pretrain", model=self.source, corpus=self.corpus.stats,
-                                               runtime=runtime_record(), world_size=self.world, nodes=nodes(),
-                                               versions=versions())
         step = self.state["step"] if self.state else 0
-        if self.state:
+        if self.state:  # a resume state written before metrics.json had a version is read as version 1
+            self.metrics = PretrainMetrics.from_json({"meta_version": layout.META_VERSION, **self.state["metrics"]},
+                                                     f"{self.out}'s resume state")
             load_optimizer(self.optimizer, self.model, self.out)
             for _ in range(step):
                 schedule.step()
+        else:
+            self.metrics = PretrainMetrics(written_by="senti pretrain", model=self.source, corpus=self.corpus.stats,
+                                           runtime=runtime_record(), world_size=self.world, nodes=nodes(),
+                                           versions=versions())
         clock = _Clock(config.max_minutes, self.state["elapsed_minutes"] if self.state else 0.0)
         task = self.progress.add_task("pretraining", total=total, completed=step) if self.progress else None
-        tokens, stopping = 0, False
+        tokens, ending = 0, False
         self.model.train()
-        with signals.stop_at_checkpoints(signals.INTERRUPTS):
-            while step < total and not stopping:
+        with stopping.stop_at_checkpoints(stopping.INTERRUPTS):
+            while step < total and not ending:
                 epoch = step // steps_per_epoch
                 batches = _epoch_batches(self.train_index, self.corpus.lengths(), config.batch_size, config.seed,
                                          epoch)[: steps_per_epoch * self.world][self.rank::self.world]
@@ -304,13 +305,13 @@ class PretrainRun:
                     self.metrics.steps.append({"step": step, "loss": value, "tokens_per_s": rate})
                     if task is not None and self.progress is not None:
                         self.progress.update(task, completed=step, description=f"MLM loss {value:.3f} {rate:,.0f} tok/s")
-                    stopping = _agree(bool(signals.signal_name()) or clock.over(), self.world)  # all workers stop together
-                    if self.main and (step % config.save_every == 0 or step >= total or stopping):
+                    ending = _agree(bool(stopping.signal_name()) or clock.over(), self.world)  # all workers stop together
+                    if self.main and (step % config.save_every == 0 or step >= total or ending):
                         self.save(step, clock.minutes())
-                    if stopping or step >= total:
+                    if ending or step >= total:
                         break
-            if signals.signal_name():
-                self.metrics.interrupted = {"signal": signals.signal_name(), "step": step}
+            if stopping.signal_name():
+                self.metrics.interrupted = {"signal": stopping.signal_name(), "step": step}
         self.metrics.workers = census(self.model, step, self.world)
         if self.main:
             self.metrics.write(self.out)
