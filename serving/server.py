@@ -339,7 +339,7 @@ def app_from_environment():
         predictor = load()
     except Exception as err:  # the supervisor reports why in /readyz, and retries with backoff
         record_worker_failure(err)
-        raise
+        raise SystemExit(1) from None  # said in one line above; multiprocessing prints no traceback for this
     # uvicorn set its SIGTERM/SIGINT handlers (finish the requests in flight, then stop) before it called this
     # factory; Paddle installs its own at the C level when it loads, which kills the worker mid-request. Putting
     # Python's handlers back in place at the C level restores uvicorn's.

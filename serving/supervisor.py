@@ -32,12 +32,13 @@ logger = logging.getLogger("uvicorn.error")
 
 
 def record_worker_failure(error: BaseException) -> None:
-    """Called by a worker whose model did not load, before it exits: the reason the supervisor will report."""
+    """Called by a worker whose model did not load, before it exits: the reason the supervisor will report, and
+    one line in the log (a worker retried with backoff would otherwise print a traceback every attempt)."""
+    reason = str(error).splitlines()[0] if str(error) else repr(error)
+    logger.error(f"worker [{os.getpid()}] could not load the model: {reason}")
     folder = os.environ.get(STATUS_ENV)
     if folder:
-        write_json_atomic(Path(folder) / FAILURE_FILE,
-                          {"pid": os.getpid(), "error": str(error).splitlines()[0] if str(error) else repr(error),
-                           "at": time.time()})
+        write_json_atomic(Path(folder) / FAILURE_FILE, {"pid": os.getpid(), "error": reason, "at": time.time()})
 
 
 def read_status(folder: str | None = None) -> dict:

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -121,19 +122,33 @@ def running_server(export_dir: Path, *extra: str):
                 proc.kill()
 
 
+_OUTPUT_DIR = tempfile.mkdtemp(prefix="senti-test-output-")
+_OUTPUTS: dict[int, Path] = {}  # pid -> the file its output goes to
+
+
+def output_of(proc: subprocess.Popen) -> str:
+    """All a process started by `start_senti` has written so far (stdout and stderr)."""
+    return _OUTPUTS[proc.pid].read_text(encoding="utf-8", errors="replace")
+
+
 def start_senti(command: str, *args: str, port: int | None = None, ready: str = "/readyz"):
     """(process, base URL) of a senti command serving on 127.0.0.1 (the key through --api-key-env), once `ready`
-    answers 200; the process's output is the error when it exits first."""
+    answers 200; the process's output is the error when it exits first, and `output_of(proc)` later.
+
+    The output goes to a file, not a pipe: a pipe nobody reads fills at 64 kB and then blocks every process of the
+    server that writes a line (a supervisor logging its workers' failures, for one)."""
     port = port or free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SENTI_TEST_KEY": KEY}
-    proc = subprocess.Popen([sys.executable, "-m", "senti.cli", command, *args, "--port", str(port),
-                             "--api-key-env", "SENTI_TEST_KEY"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = Path(tempfile.mkstemp(prefix=f"senti-{command}-", suffix=".log", dir=_OUTPUT_DIR)[1])
+    with output.open("wb") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "senti.cli", command, *args, "--port", str(port),
+                                 "--api-key-env", "SENTI_TEST_KEY"], env=env, stdout=sink, stderr=subprocess.STDOUT)
+    _OUTPUTS[proc.pid] = output
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(proc.stdout.read())
+            raise AssertionError(output_of(proc))
         try:
             if httpx.get(f"{base}{ready}", headers=AUTH, timeout=1).status_code == 200:
                 return proc, base

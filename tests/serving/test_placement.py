@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import start_senti
+from helpers import output_of, start_senti
 
 from senti.core.runtime import available_cores, cgroup_cpu_quota
 from senti.serving.placement import choose_placement, model_width
@@ -54,7 +54,7 @@ def test_serve_picks_the_layout_and_says_why(_exported):
     expected = choose_placement(available_cores(), width)
     proc, _ = start_senti("serve", "--model", str(out), "--backend", "onnx")
     try:
-        line = proc.stdout.readline()
+        line = output_of(proc).splitlines()[0]
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)

@@ -12,7 +12,7 @@ import sys
 import httpx
 import psutil
 import pytest
-from helpers import AUTH, PARITY, ROOT, running_server
+from helpers import AUTH, PARITY, ROOT, output_of, running_server
 
 from senti.serving import Predictor
 
@@ -122,7 +122,8 @@ def _wait_for(check, timeout: float, what: str):
 def test_workers_report_a_failed_reload_and_restart_a_failing_worker_with_backoff(_exported, tmp_path):
     """Under --workers, a SIGHUP reload of a tampered export left /readyz saying `reload: null`, and a worker that
     could not start was restarted every half second. Now /readyz names the failure, the old model keeps serving,
-    a failing worker is retried after 1, 2, 4 ... s, and comes back once the export is whole again."""
+    a failing worker is retried after 1, 2, 4 ... s, and comes back once the export is whole again. Each failed
+    attempt is one line in the log: it was a traceback every attempt."""
     import shutil
     import signal
 
@@ -133,7 +134,11 @@ def test_workers_report_a_failed_reload_and_restart_a_failing_worker_with_backof
     original_vocab = (out / "vocab.txt").read_bytes()
     with running_server(out, "--workers", "2", "--threads", "1") as (base, proc):
         def readyz():
-            return httpx.get(f"{base}/readyz", headers=AUTH, timeout=10).json()
+            try:
+                return httpx.get(f"{base}/readyz", headers=AUTH, timeout=10).json()
+            except httpx.TransportError as err:  # say what the server and its workers were doing
+                children = [(p.pid, p.status()) for p in psutil.Process(proc.pid).children()]
+                raise AssertionError(f"/readyz: {err!r}; children {children}; log:\n{output_of(proc)}") from err
 
         version = readyz()["model_version"]
         reverse_vocab(out)
@@ -153,3 +158,5 @@ def test_workers_report_a_failed_reload_and_restart_a_failing_worker_with_backof
         (out / "vocab.txt").write_bytes(original_vocab)
         _wait_for(lambda: readyz().get("workers", {}).get("failing") is False, 90, "the worker back in service")
         assert httpx.post(f"{base}/v1/predict", headers=AUTH, json={"texts": ["很好"]}, timeout=30).status_code == 200
+    log = output_of(proc)
+    assert "Traceback" not in log and log.count("could not load the model: ") >= 2, log  # the reload, a restart
