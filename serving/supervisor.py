@@ -3,7 +3,8 @@
 uvicorn's supervisor replaces workers on SIGHUP (a replacement that does not start is dropped and the old worker
 kept) and restarts a dead worker at once. Two things are added here:
 - what happened is written to a status folder every worker reads for /readyz: the last reload (and why it failed,
-  as the failing worker wrote it) and workers that keep failing;
+  as the failing worker wrote it), how many workers are in service (one worker answering /readyz says nothing of
+  the others: at start-up the rest may still be loading) and workers that keep failing;
 - a worker that dies again and again is restarted with exponential backoff (1 s doubling to 30 s) instead of
   every half second, and one that cannot start after the server came up no longer stops the healthy ones.
 """
@@ -25,7 +26,7 @@ from senti.core.artifacts import write_json_atomic
 STATUS_ENV = "SENTI_SERVE_STATUS"  # the status folder (private, made by the supervisor) workers read and write
 FAILURE_FILE = "worker-failure.json"  # written by a worker whose model did not load: its pid and the reason
 RELOAD_FILE = "reload.json"  # the last SIGHUP reload, as /readyz shows it
-WORKERS_FILE = "workers.json"  # workers that keep failing: count, next attempt, last reason
+WORKERS_FILE = "workers.json"  # workers in service of how many; those that keep failing: count, next attempt, reason
 BACKOFF_START_S, BACKOFF_MAX_S = 1.0, 30.0
 
 logger = logging.getLogger("uvicorn.error")
@@ -88,6 +89,9 @@ class Supervisor(Multiprocess):
         for idx in replaced:  # a replaced slot is no longer waiting for a restart, nor unproven
             self.waiting.pop(idx, None)
             self.fresh.discard(idx)
+        if replaced:  # new workers in service: whatever kept failing before is over
+            self.failures = 0
+            self._write_workers()
         record: dict[str, Any] = {"ok": len(replaced) == len(self.processes), "at": time.time(),
                                   "workers_replaced": len(replaced)}
         if not record["ok"]:
@@ -112,9 +116,8 @@ class Supervisor(Multiprocess):
                 if idx in self.fresh and process.is_ready(timeout=1):
                     self.fresh.discard(idx)
                     self.served = True
-                    if self.failures:
-                        self.failures = 0
-                        write_json_atomic(self.status_dir / WORKERS_FILE, {"failing": False, "at": time.time()})
+                    self.failures = 0
+                    self._write_workers()
                 continue
             process.kill()
             process.join()
@@ -129,7 +132,12 @@ class Supervisor(Multiprocess):
             reason = self._failure_reason(process.pid) or f"exit code {process.exitcode}"
             logger.error(f"worker [{process.pid}] died ({reason}); starting another in {delay:.0f} s "
                          f"(failure {self.failures} in a row)")
-            write_json_atomic(self.status_dir / WORKERS_FILE, {
-                "failing": True, "failures_in_a_row": self.failures, "last_error": reason,
-                "next_attempt_in_s": delay, "at": time.time()})
             self.waiting[idx] = now + delay
+            self._write_workers(failures_in_a_row=self.failures, last_error=reason, next_attempt_in_s=delay)
+
+    def _write_workers(self, **failing) -> None:
+        """workers.json: the workers in service (started, ready, not waiting for a restart) of how many, and
+        `failing` with the details of the last death while workers keep dying."""
+        in_service = sum(i not in self.fresh and i not in self.waiting for i in range(len(self.processes)))
+        write_json_atomic(self.status_dir / WORKERS_FILE, {"in_service": in_service, "of": len(self.processes),
+                                                           "failing": bool(failing), **failing, "at": time.time()})

@@ -111,6 +111,13 @@ def running_server(export_dir: Path, *extra: str):
     workers = [] if "--workers" in extra else ["--workers", "1"]  # the same on any number of cores
     proc, base = start_senti("serve", "--model", str(export_dir), "--backend", "onnx", "--threads", "2", *workers,
                              *extra)
+    count = int(extra[extra.index("--workers") + 1]) if workers == [] else 1
+    deadline = time.monotonic() + 60  # /readyz answered by one worker; the others may still be loading
+    while count > 1 and _in_service(base) < count:
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise AssertionError(f"{count} workers were not in service in 60 s:\n{output_of(proc)}")
+        time.sleep(0.2)
     try:
         yield base, proc
     finally:
@@ -129,6 +136,11 @@ _OUTPUTS: dict[int, Path] = {}  # pid -> the file its output goes to
 def output_of(proc: subprocess.Popen) -> str:
     """All a process started by `start_senti` has written so far (stdout and stderr)."""
     return _OUTPUTS[proc.pid].read_text(encoding="utf-8", errors="replace")
+
+
+def _in_service(base: str) -> int:
+    """Workers in service as the supervisor of `senti serve --workers N` counts them (0 before it has)."""
+    return httpx.get(f"{base}/readyz", headers=AUTH, timeout=10).json().get("workers", {}).get("in_service", 0)
 
 
 def start_senti(command: str, *args: str, port: int | None = None, ready: str = "/readyz"):

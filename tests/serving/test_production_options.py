@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from unittest.mock import ANY
 
 import httpx
 import psutil
@@ -123,7 +124,9 @@ def test_workers_report_a_failed_reload_and_restart_a_failing_worker_with_backof
     """Under --workers, a SIGHUP reload of a tampered export left /readyz saying `reload: null`, and a worker that
     could not start was restarted every half second. Now /readyz names the failure, the old model keeps serving,
     a failing worker is retried after 1, 2, 4 ... s, and comes back once the export is whole again. Each failed
-    attempt is one line in the log: it was a traceback every attempt."""
+    attempt is one line in the log: it was a traceback every attempt. /readyz counts the workers in service: the
+    test tampered with the export while the second worker was still loading it (one answer from /readyz said
+    nothing of it), so that worker failed too, the kill below took the only one serving and /readyz hung."""
     import shutil
     import signal
 
@@ -140,6 +143,9 @@ def test_workers_report_a_failed_reload_and_restart_a_failing_worker_with_backof
                 children = [(p.pid, p.status()) for p in psutil.Process(proc.pid).children()]
                 raise AssertionError(f"/readyz: {err!r}; children {children}; log:\n{output_of(proc)}") from err
 
+        # start_senti returned when one worker answered; the other may still be loading the export tampered below
+        assert _wait_for(lambda: readyz().get("workers", {}).get("in_service") == 2, 60, "both workers in service")
+        assert readyz()["workers"] == {"in_service": 2, "of": 2, "failing": False, "at": ANY}
         version = readyz()["model_version"]
         reverse_vocab(out)
         proc.send_signal(signal.SIGHUP)
@@ -156,7 +162,8 @@ def test_workers_report_a_failed_reload_and_restart_a_failing_worker_with_backof
         assert status["next_attempt_in_s"] == 2 ** (status["failures_in_a_row"] - 1)
         assert proc.poll() is None  # the healthy worker kept the server up
         (out / "vocab.txt").write_bytes(original_vocab)
-        _wait_for(lambda: readyz().get("workers", {}).get("failing") is False, 90, "the worker back in service")
+        _wait_for(lambda: readyz().get("workers", {}).get("in_service") == 2, 90, "the worker back in service")
+        assert readyz()["workers"]["failing"] is False
         assert httpx.post(f"{base}/v1/predict", headers=AUTH, json={"texts": ["很好"]}, timeout=30).status_code == 200
     log = output_of(proc)
     assert "Traceback" not in log and log.count("could not load the model: ") >= 2, log  # the reload, a restart
