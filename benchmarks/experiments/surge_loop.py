@@ -36,6 +36,11 @@ def _accuracy(checkpoint: Path, rows) -> float:
     return float((logits.argmax(1) == np.array([meta.labels.index(e.label) for e in rows])).mean())
 
 
+def _scores(checkpoint: Path, scored: dict) -> dict:
+    """{"<name>_accuracy": accuracy of the checkpoint on those rows} for each named set of rows."""
+    return {f"{name}_accuracy": _accuracy(checkpoint, rows) for name, rows in scored.items()}
+
+
 def _write_tsv(path: Path, rows) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = ["label\ttext_a"] + [f"{e.label}\t{e.text.replace(chr(9), ' ')}" for e in rows]
@@ -58,7 +63,7 @@ def _finetune(parent: Path, picks, dev_rows, old: str, seed: int, out: Path, say
     return out
 
 
-def main(argv=None) -> dict:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="checkpoint trained on --old")
     parser.add_argument("--old", required=True, help="its training data (replayed)")
@@ -73,7 +78,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--replay-ratio", type=float, default=None, help="replayed old rows per pick (default 1)")
     parser.add_argument("--loop-only", action="store_true", help="only the timed loop (select, train, export, reload)")
     parser.add_argument("--no-loop", action="store_true", help="the accuracy table only, without the timed loop")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> dict:
+    args = _parser().parse_args(argv)
     from senti.core.runtime import configure_runtime
 
     configure_runtime()
@@ -112,9 +121,8 @@ def main(argv=None) -> dict:
                        "lines": describe(drift, predictor.meta.reference_stats)}
     for line in report["drift"]["lines"]:
         say(f"drift: {line}")
-    report["before"] = {} if args.loop_only else {"surge_dev_accuracy": _accuracy(parent, held_dev),
-                                                  "surge_test_accuracy": _accuracy(parent, surge_test),
-                                                  "old_test_accuracy": _accuracy(parent, old_test)}
+    scored = {"surge_dev": held_dev, "surge_test": surge_test, "old_test": old_test}
+    report["before"] = {} if args.loop_only else _scores(parent, scored)
     if report["before"]:
         say(f"before: surge dev {report['before']['surge_dev_accuracy']:.4f}, "
             f"surge test {report['before']['surge_test_accuracy']:.4f}, old test "
@@ -129,9 +137,7 @@ def main(argv=None) -> dict:
                 rows = [pool[i] for i, _, _ in picked]
                 ckpt = _finetune(parent, rows, dev_rows, args.old, seed, out / f"{strategy}-{budget}-{seed}", say,
                                  args.lr, **options)
-                run = {"budget": budget, "strategy": strategy, "seed": seed,
-                       "surge_dev_accuracy": _accuracy(ckpt, held_dev),
-                       "surge_test_accuracy": _accuracy(ckpt, surge_test), "old_test_accuracy": _accuracy(ckpt, old_test)}
+                run = {"budget": budget, "strategy": strategy, "seed": seed, **_scores(ckpt, scored)}
                 report["runs"].append(run)
                 say(json.dumps(run))
                 shutil.rmtree(ckpt)
