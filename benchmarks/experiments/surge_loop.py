@@ -36,6 +36,23 @@ def _accuracy(checkpoint: Path, rows) -> float:
     return float((logits.argmax(1) == np.array([meta.labels.index(e.label) for e in rows])).mean())
 
 
+def _pseudo_labelled(pool, probs: np.ndarray, labels: list[str], picked: set[int], count: int) -> list:
+    """The `count` pool texts the deployed model is surest of (not picked, one per distinct text), labelled with its
+    own answers: self-training on the surge's unlabelled texts."""
+    from dataclasses import replace
+
+    seen: set[str] = set()
+    rows: list = []
+    for i in np.argsort(-probs.max(axis=1), kind="stable"):
+        if len(rows) >= count:
+            break
+        if int(i) in picked or pool[i].text.strip() in seen:
+            continue
+        seen.add(pool[i].text.strip())
+        rows.append(replace(pool[i], label=labels[int(probs[i].argmax())]))
+    return rows
+
+
 def _scores(checkpoint: Path, scored: dict) -> dict:
     """{"<name>_accuracy": accuracy of the checkpoint on those rows} for each named set of rows."""
     return {f"{name}_accuracy": _accuracy(checkpoint, rows) for name, rows in scored.items()}
@@ -76,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--lr", type=float, default=None, help="fine-tuning rate (default: senti train's default)")
     parser.add_argument("--epochs", type=int, default=None, help="fine-tuning epochs (default: senti train's)")
     parser.add_argument("--replay-ratio", type=float, default=None, help="replayed old rows per pick (default 1)")
+    parser.add_argument("--pseudo", type=int, default=0,
+                        help="also train on this many pool texts the model is surest of, with its own labels")
     parser.add_argument("--loop-only", action="store_true", help="only the timed loop (select, train, export, reload)")
     parser.add_argument("--no-loop", action="store_true", help="the accuracy table only, without the timed loop")
     return parser
@@ -106,7 +125,8 @@ def main(argv=None) -> dict:
     pool, dev_rows, surge_test = surge.train, surge.dev[: args.dev_rows], surge.test
     held_dev = surge.dev[args.dev_rows:]
     options = {k: v for k, v in (("epochs", args.epochs), ("replay_ratio", args.replay_ratio)) if v is not None}
-    report = {"model": str(parent), "old": args.old, "surge": args.surge, "lr": args.lr, **options, "pool": len(pool),
+    report = {"model": str(parent), "old": args.old, "surge": args.surge, "lr": args.lr, **options, "pseudo": args.pseudo,
+              "pool": len(pool),
               "surge_test": len(surge_test), "old_test": len(old_test), "runs": []}
     export = out / "export"
     export_checkpoint(ExportConfig(model=str(parent), output_dir=str(export), quantize="int8", overwrite=True),
@@ -134,7 +154,8 @@ def main(argv=None) -> dict:
         for strategy in args.strategies.split(","):
             for seed in [int(s) for s in args.seeds.split(",")]:
                 picked = pick(texts, probs_pool, predictor.labels, budget, strategy, seed=seed)
-                rows = [pool[i] for i, _, _ in picked]
+                rows = [pool[i] for i, _, _ in picked] + _pseudo_labelled(pool, probs_pool, predictor.labels,
+                                                                        {i for i, _, _ in picked}, args.pseudo)
                 ckpt = _finetune(parent, rows, dev_rows, args.old, seed, out / f"{strategy}-{budget}-{seed}", say,
                                  args.lr, **options)
                 run = {"budget": budget, "strategy": strategy, "seed": seed, **_scores(ckpt, scored)}
