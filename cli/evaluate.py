@@ -61,6 +61,10 @@ def evaluate(
         console.print(f"baseline ({b['model']}, fitted in {b['fit_seconds']:.0f} s on {b['train_rows']} training "
                       f"rows): accuracy [bold]{b['scored']['accuracy']:.4f}[/], macro-F1 {b['scored']['macro_f1']:.4f}"
                       f" on the same texts; model - baseline: {result['accuracy'] - b['scored']['accuracy']:+.4f}")
+    if result.get("seen_in_training"):
+        from senti.toolkit.seen import describe
+
+        console.print(describe(result["seen_in_training"], result["n"]))
     per_class = Table(title="per class")
     for col in ("label", "precision", "recall", "F1", "texts"):
         per_class.add_column(col, justify="right")

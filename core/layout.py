@@ -14,6 +14,7 @@ DISTILL_META = "distill.json"  # teacher against student: sizes, dev and test fi
 PRETRAIN_CONFIG = "pretrain_config.json"  # the exact PretrainConfig used (a pretrained folder)
 PRETRAIN_STATE = "pretrain_state.safetensors"  # optimizer moments and the step, to resume a pretraining run
 PRETRAIN_TEXT_HASHES = "pretrain_text_hashes.npy"  # 64-bit hashes of the texts pretrained on (uint64, no pickle)
+TRAIN_TEXT_HASHES = "train_text_hashes.npy"  # 64-bit hashes of the texts trained on, ancestors' too (also in exports)
 LEGACY_CONFIG = "model_config.json"  # older PaddleNLP folders' config
 
 

@@ -187,6 +187,8 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         # export) works), plus the same ids as one tokenizer.json for clients without Python.
         tokenizer.save_pretrained(str(staging))
         shutil.copyfile(Path(config.model) / layout.VOCAB, staging / layout.VOCAB)  # byte for byte the checkpoint's
+        if (Path(config.model) / layout.TRAIN_TEXT_HASHES).is_file():  # so `senti eval` of the export says it too
+            shutil.copyfile(Path(config.model) / layout.TRAIN_TEXT_HASHES, staging / layout.TRAIN_TEXT_HASHES)
         fast.save_standalone(staging / layout.TOKENIZER_JSON, max_len)
         record = _export_record(config, data, model, tokenizer, spec, io, texts, reference, reference_accuracy,
                                 reference_stats, formats, triton, staging, time.perf_counter() - started, labels,

@@ -31,6 +31,7 @@ from senti.toolkit.evaluate import classification_metrics, predict_logits
 from senti.toolkit.models import SHAPES, classifier_class, default_lr, ernie_config, is_checkpoint, pretrained_folder
 from senti.toolkit.records import DistillReport, TrainingMetrics
 from senti.toolkit.run import ClassifierRun, resolve_precision
+from senti.toolkit.seen import training_hashes
 from senti.toolkit.train import checkpoint_meta
 
 # ERNIE 3.0's small shapes under their usual names, plus every named shape.
@@ -249,6 +250,8 @@ class DistillRun(ClassifierRun):
         self.dev_ids, _ = encode_texts(tokenizer, [e.text for e in splits.dev], max_len)
         self.gold = np.array([labels.index(e.label) for e in splits.train] + [-1] * len(extra), dtype=np.int64)
         self.dev_y = np.array([labels.index(e.label) for e in splits.dev], dtype=np.int64)
+        # what the student learns from includes what its teacher (and a checkpoint it starts from) learned from
+        self.train_hashes = training_hashes(rows, config.teacher, config.student)
         say(f"teacher logits for {len(rows)} texts ({len(extra)} extra, teacher-labelled), computed once")
         self.teacher_logits = predict_logits(teacher, self.train_ids, batch_size=64)
         dev_logits = predict_logits(teacher, self.dev_ids)

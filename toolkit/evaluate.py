@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from senti.core.batching import logits_in_order
+from senti.toolkit.seen import seen_figures
 
 
 def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0, parts: bool = False):
@@ -110,8 +111,11 @@ def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "tes
     rows, data = _rows_to_score(meta.labels, meta.splits, dataset, split, Path(model_dir))
     encoded, truncated = encode_texts(tokenizer, [e.text for e in rows], meta.max_seq_len)
     y_pred = predict_logits(model, encoded, batch_size).argmax(1)
-    result = classification_metrics([meta.labels.index(e.label) for e in rows], y_pred, meta.labels)
-    extra = {"baseline": baseline_beside(Path(model_dir), meta.splits, dataset, rows, meta.labels)} if baseline else {}
+    gold = [meta.labels.index(e.label) for e in rows]
+    result = classification_metrics(gold, y_pred, meta.labels)
+    extra: dict = {"baseline": baseline_beside(Path(model_dir), meta.splits, dataset, rows, meta.labels)} if baseline \
+        else {}
+    extra["seen_in_training"] = seen_figures(Path(model_dir), [e.text for e in rows], np.array(gold), y_pred)
     return {**result, "dataset": data["dataset"], "split": split, "data": data, "truncated_texts": truncated,
             "model": str(Path(model_dir).resolve()), "backend": "paddle dynamic graph", **extra}
 
@@ -127,10 +131,12 @@ def evaluate_export(export_dir, dataset: str | None = None, split: str = "test",
     recipe = SplitRecipe(**predictor.meta.data) if predictor.meta.data else None
     rows, data = _rows_to_score(predictor.labels, recipe, dataset, split, Path(export_dir))
     logits, _, too_long = predictor.logits([e.text for e in rows], batch_size)
-    result = classification_metrics([predictor.labels.index(e.label) for e in rows], logits.argmax(1),
-                                    predictor.labels)
-    extra = {"baseline": baseline_beside(Path(export_dir), recipe, dataset, rows, predictor.labels)} if baseline \
+    gold = [predictor.labels.index(e.label) for e in rows]
+    result = classification_metrics(gold, logits.argmax(1), predictor.labels)
+    extra: dict = {"baseline": baseline_beside(Path(export_dir), recipe, dataset, rows, predictor.labels)} if baseline \
         else {}
+    extra["seen_in_training"] = seen_figures(Path(export_dir), [e.text for e in rows], np.array(gold),
+                                             logits.argmax(1))
     return {**result, **extra, "dataset": data["dataset"], "split": split, "data": data, "truncated_texts": int(sum(too_long)),
             "model": str(Path(export_dir).resolve()), "backend": predictor.backend_name}
 

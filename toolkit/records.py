@@ -103,6 +103,8 @@ class EvalRecord(ArtifactMeta):
     data: dict = field(default_factory=dict)  # how the split was cut (dataset, seed, columns)
     truncated_texts: int = 0
     baseline: dict | None = None
+    # texts the model was trained on among those scored, accuracy on them and on the rest (toolkit.seen)
+    seen_in_training: dict | None = None
 
     def write_to(self, path: Path) -> None:
         write_json_atomic(path, self.to_json())

@@ -88,7 +88,7 @@ def finish_run(out: Path, metrics: TrainingMetrics) -> None:
 
 class ClassifierRun:
     """A run's shared state and steps; `prepare` must set `model`, `tokenizer`, `labels`, `train_ids`, `dev_ids`,
-    `dev_y`, `meta` (a CheckpointMeta), `precision` and `metrics`; it may set `extra_parameters` (more (name,
+    `dev_y`, `meta` (a CheckpointMeta), `precision`, `metrics` and `train_hashes`; it may set `extra_parameters` (more (name,
     parameter) pairs that train). With several workers `run` wraps the model in DataParallel as `net`."""
 
     # set by `prepare`
@@ -101,6 +101,7 @@ class ClassifierRun:
     meta: CheckpointMeta
     precision: str
     metrics: TrainingMetrics
+    train_hashes: np.ndarray  # every text learned from, ancestors' too (toolkit.seen)
 
     def __init__(self, config, say=print, progress=None):
         import paddle.distributed as dist
@@ -159,8 +160,10 @@ class ClassifierRun:
                 **extra}
 
     def save(self, record: dict) -> None:
+        from senti.toolkit.seen import hashes_writer
+
         save_checkpoint(self.model, self.tokenizer, self.out, replace(self.meta, dev=record, precision=self.precision),
-                        self.config)
+                        self.config, extra={layout.TRAIN_TEXT_HASHES: hashes_writer(self.train_hashes)})
 
     def agreement(self) -> dict:
         """What every worker must share: the settings that shape training and the data as encoded (so a different

@@ -19,6 +19,7 @@ from senti.toolkit.data import data_fingerprint, load_recipe
 from senti.toolkit.models import build_model, default_lr, is_checkpoint
 from senti.toolkit.records import TrainingMetrics
 from senti.toolkit.run import ClassifierRun, resolve_precision
+from senti.toolkit.seen import training_hashes
 
 
 class TrainRun(ClassifierRun):
@@ -55,6 +56,7 @@ class TrainRun(ClassifierRun):
         self.train_y = np.array([label_id[e.label] for e in train_rows], dtype=np.int64)
         self.dev_y = np.array([label_id[e.label] for e in splits.dev], dtype=np.int64)
         self.model, self.tokenizer, self.labels = model, tokenizer, labels
+        self.train_hashes = training_hashes([e.text for e in train_rows], config.model)
         data_stats = {**splits.stats(), "replayed_rows": len(replayed),
                       "truncated_texts": {"train": train_cut, "dev": dev_cut}, "max_seq_len": config.max_seq_len}
         replay_note = f" ({len(replayed)} replayed from {config.replay})" if replayed else ""

