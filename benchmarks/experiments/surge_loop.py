@@ -66,16 +66,16 @@ def _write_tsv(path: Path, rows) -> None:
 
 def _finetune(parent: Path, picks, dev_rows, old: str, seed: int, out: Path, say, lr: float | None = None,
               **options) -> Path:
-    """`senti train` continuing `parent` on the picks with replay of `old`; `options`: other TrainConfig fields."""
+    """`senti train` continuing `parent` on the picks with replay of `old`, its defaults but for `options` (other
+    TrainConfig fields)."""
     from senti.toolkit.config import TrainConfig
     from senti.toolkit.train import run_training
 
     data = out.with_name(out.name + "-data")
     _write_tsv(data / "train.tsv", picks)
     _write_tsv(data / "dev.tsv", dev_rows)
-    settings = {"epochs": 3, "replay_ratio": 1.0, **options}
     run_training(TrainConfig(model=str(parent), dataset=str(data), output_dir=str(out), batch_size=32, lr=lr,
-                             replay=old, seed=seed, device="cpu", overwrite=True, **settings),
+                             replay=old, seed=seed, device="cpu", overwrite=True, **options),
                  say=lambda _: None)
     return out
 
