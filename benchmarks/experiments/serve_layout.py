@@ -1,14 +1,15 @@
 """`senti serve` with its default layout against another build's default, same exports, interleaved rounds.
 
     python -m senti.benchmarks.experiments.serve_layout --model EXPORT [--model EXPORT2] --dataset D
-        [--before-tree DIR] [--rounds 3] [--requests 1000] [--output FILE.json]
+        [--before-tree DIR] [--layout 2x1 ...] [--rounds 3] [--requests 1000] [--output FILE.json]
 
 Each round, for each export: the in-process Predictor on the texts the clients send (ONNX Runtime spinning off,
 as the server runs it; all cores), then each build's `senti serve` with no --workers/--threads (its own
 default) under the serve suite's load (32 loopback clients, requests of 4 texts, load generator in its own
 process). CPU efficiency = CPU-seconds per text in process / CPU-seconds per text of the server's process tree;
 medians over the rounds. `--before-tree` is a checkout of an older senti (with the `senti` namespace), run with
-PYTHONPATH set to it.
+PYTHONPATH set to it. `--layout WxT` (repeatable) also runs this build with W workers of T threads each, to
+weigh the default's choice against another.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--model", action="append", required=True, help="an export folder (repeat)")
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--before-tree", default=None)
+    parser.add_argument("--layout", action="append", default=[], help="WxT: also W workers x T threads (repeat)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--output", default=None)
@@ -45,16 +47,22 @@ def main(argv=None) -> dict:
     if args.before_tree:
         builds["before"] = ([sys.executable, "-m", "senti.cli", "serve"],
                             {**os.environ, "PYTHONPATH": args.before_tree}, args.before_tree)
-    runs: dict = {str(m): {"in_process": [], **{b: [] for b in builds}} for m in args.model}
+    layouts = {spec: tuple(int(n) for n in spec.lower().split("x")) for spec in args.layout}
+    runs: dict = {str(m): {"in_process": [], **{b: [] for b in [*builds, *layouts]}} for m in args.model}
     for round_ in range(args.rounds):
         for model in args.model:
             model = str(Path(model).resolve())
             key = next(k for k in runs if str(Path(k).resolve()) == model)
             direct = in_process(Path(model), sent, 32, cores, repeats=1)
             runs[key]["in_process"].append(direct)
-            for name, (command, env, cwd) in builds.items():
-                served = through_server(Path(model), texts, cores, serve_command=command, env=env, cwd=cwd,
-                                        default_layout=True, **load)
+            for name in [*builds, *layouts]:
+                if name in builds:
+                    command, env, cwd = builds[name]
+                    served = through_server(Path(model), texts, cores, serve_command=command, env=env, cwd=cwd,
+                                            default_layout=True, **load)
+                else:
+                    workers, threads = layouts[name]
+                    served = through_server(Path(model), texts, workers * threads, workers=workers, **load)
                 served["cpu_efficiency"] = direct["cpu_s_per_text"] / served["server_cpu_s_per_text"]
                 runs[key][name].append(served)
                 print(f"round {round_ + 1} {Path(model).name} {name}: efficiency {served['cpu_efficiency']:.3f}, "
