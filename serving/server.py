@@ -32,7 +32,7 @@ from senti.serving.http_guard import HEADER_TIMEOUT_ENV, PREDICT_PATH, Guard, He
 from senti.serving.metrics import ServerMetrics
 from senti.serving.model_slot import ModelSlot
 from senti.serving.predictor import text_problem
-from senti.serving.supervisor import STATUS_ENV, Supervisor, read_status, record_worker_failure
+from senti.serving.supervisor import STATUS_ENV, Supervisor, read_status, record_worker_failure, reuse_port_socket
 
 log = logging.getLogger("senti.serve")
 
@@ -369,8 +369,14 @@ def serve(predictor, config: ServerConfig, host: str = "127.0.0.1", port: int = 
                                   host=host, port=port, log_level=log_level, access_log=False,
                                   timeout_graceful_shutdown=30, http=HeaderTimeoutProtocol)
         try:
-            Supervisor(settings, [settings.bind_socket()], Path(status_dir)).run()
+            holder = reuse_port_socket(host, port)
+        except OSError as err:
+            shutil.rmtree(status_dir, ignore_errors=True)
+            raise SentiError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+        try:
+            Supervisor(settings, holder, Path(status_dir)).run()
         finally:
+            holder.close()
             shutil.rmtree(status_dir, ignore_errors=True)
         return
     asgi, _ = create_app(predictor, config, reload)

@@ -7,6 +7,12 @@ kept) and restarts a dead worker at once. Two things are added here:
   the others: at start-up the rest may still be loading) and workers that keep failing;
 - a worker that dies again and again is restarted with exponential backoff (1 s doubling to 30 s) instead of
   every half second, and one that cannot start after the server came up no longer stops the healthy ones.
+- each worker listens on a socket of its own, all bound to the port with SO_REUSEPORT, so that the kernel spreads
+  the connections over the workers. On uvicorn's one shared socket the first worker to wake accepts every pending
+  connection (asyncio accepts up to the backlog per wake-up): 32 keep-alive clients connecting at once all landed
+  on one worker while the other idled (README, "The layout `senti serve` picks"). A worker's socket starts
+  listening only once its model is loaded, and the supervisor keeps no copy of it, so a dead worker's socket
+  closes with it and no connection waits on it.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -54,19 +61,57 @@ def read_status(folder: str | None = None) -> dict:
     return {k: v for k, v in status.items() if v is not None}
 
 
-class Supervisor(Multiprocess):
-    """uvicorn's Multiprocess with a status folder and restart backoff (see the module's docstring)."""
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port (not listening yet) that shares the port with the other workers' sockets."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
 
-    def __init__(self, config, sockets, status_dir: Path):
-        super().__init__(config, sockets)
+
+class WorkerProcess(Process):
+    """A uvicorn worker process with a listening socket of its own (see the module's docstring)."""
+
+    def __init__(self, config, address: tuple[str, int]):
+        self.listener = reuse_port_socket(*address)
+        super().__init__(config, [self.listener])
+
+    def start(self) -> None:
+        try:
+            super().start()  # the socket is handed to the child here (multiprocessing duplicates it)
+        finally:
+            self.listener.close()  # so that it closes when the worker ends
+
+
+class Supervisor(Multiprocess):
+    """uvicorn's Multiprocess with a status folder, restart backoff and a socket per worker (see the module's
+    docstring). `port_holder`: a reuse_port_socket bound to the port, kept (never listening) while the server
+    runs, so the port stays this server's between workers and a port of 0 is resolved once for all of them."""
+
+    def __init__(self, config, port_holder: socket.socket, status_dir: Path):
+        super().__init__(config, [])
+        self.port_holder = port_holder
+        self.address = port_holder.getsockname()[:2]
         self.status_dir = Path(status_dir)
         self.failures = 0  # consecutive worker deaths without a worker becoming ready between them
         self.waiting: dict[int, float] = {}  # slot -> monotonic time of its next start attempt
         self.fresh: set[int] = set()  # slots whose process has not been seen ready yet
         self.served = False  # a worker has been ready: from then on a failing worker never stops the others
 
+    def new_process(self) -> WorkerProcess:
+        return WorkerProcess(self.config, self.address)
+
     def init_processes(self) -> None:
-        super().init_processes()
+        for _ in range(self.processes_num):
+            process = self.new_process()
+            process.start()
+            self.processes.append(process)
         self.fresh = set(range(len(self.processes)))
 
     def _failure_reason(self, pid: int | None = None, since: float | None = None) -> str | None:
@@ -78,11 +123,29 @@ class Supervisor(Multiprocess):
         mine = data.get("pid") == pid if since is None else data.get("at", 0) >= since
         return data.get("error") if mine else None
 
+    def _replace_each(self) -> None:
+        """uvicorn's rolling restart (Multiprocess.restart_all), each replacement with a socket of its own."""
+        for idx, old in enumerate(self.processes):
+            if self.should_exit.is_set():
+                return
+            new = self.new_process()
+            new.start()
+            if not new.wait_until_ready(self.config.timeout_worker_healthcheck, self.should_exit):
+                new.kill()
+                new.join()
+                if not self.should_exit.is_set():
+                    logger.error(f"New child process [{new.pid}] was not ready in time; keeping worker "
+                                 f"[{old.pid}] and aborting the restart.")
+                return
+            old.terminate()
+            old.join()
+            self.processes[idx] = new
+
     def restart_all(self) -> None:
         """uvicorn's rolling restart (a replacement that is not ready is dropped, the old worker kept and the
         restart stopped), its outcome written for /readyz."""
         started, before = time.time(), list(self.processes)
-        super().restart_all()
+        self._replace_each()
         if self.should_exit.is_set():
             return
         replaced = [i for i, (old, now) in enumerate(zip(before, self.processes)) if old is not now]
@@ -108,7 +171,7 @@ class Supervisor(Multiprocess):
                 if now < self.waiting[idx]:
                     continue
                 del self.waiting[idx]
-                self.processes[idx] = Process(self.config, self.sockets)
+                self.processes[idx] = self.new_process()
                 self.processes[idx].start()
                 self.fresh.add(idx)
                 continue

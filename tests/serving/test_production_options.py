@@ -44,6 +44,30 @@ def test_two_workers_share_the_port_and_answer_alike(_exported):
     assert reload.status_code == 409 and f"kill -HUP {proc.pid}" in reload.json()["detail"], reload.text
 
 
+def test_connections_opened_at_once_spread_over_the_workers(_exported):
+    """On one shared socket the first worker to wake accepted every connection of a burst (32 of 32 seen), and the
+    other worker idled; with a socket per worker (SO_REUSEPORT) the kernel spreads them."""
+    out, _ = _exported
+    with running_server(out, "--workers", "2") as (base, proc):
+        port = int(base.rsplit(":", 1)[1])
+
+        async def burst():
+            opened = await asyncio.gather(*(asyncio.open_connection("127.0.0.1", port) for _ in range(32)))
+            await asyncio.sleep(1.0)  # let the workers accept
+            owners = {}
+            for worker in psutil.Process(proc.pid).children(recursive=True):
+                mine = [c for c in worker.net_connections(kind="tcp") if c.laddr and c.laddr.port == port
+                        and c.status == psutil.CONN_ESTABLISHED]
+                if mine:
+                    owners[worker.pid] = len(mine)
+            for _, writer in opened:
+                writer.close()
+            return owners
+
+        owners = asyncio.run(burst())
+    assert sum(owners.values()) == 32 and len(owners) == 2 and min(owners.values()) >= 4, owners
+
+
 def test_the_admin_route_is_off_without_a_key_and_workers_are_bounded_by_the_cores(_exported, tmp_path):
     from fastapi.testclient import TestClient
 
