@@ -2,8 +2,9 @@
 
 Measured on 2 cores (README, "The layout `senti serve` picks"): a 128-wide student is too small for two
 threads to share one call (they lose about a fifth to synchronisation), so it runs best as one single-threaded
-worker per core; a 312-wide model keeps two threads busy, so one worker takes both. Wider models get more
-threads per call. The rule goes by the model's hidden size, which export.json records.
+worker per core; so does a 312-wide model once each worker has a socket of its own (before, one worker got every
+connection of a burst and 2 x 1 looked slow). Wider models get more threads per call (not measured: the rule's
+guess). The rule goes by the model's hidden size, which export.json records.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Threads one model call keeps busy, by the model's hidden size (the widest bound that fits).
-THREADS_BY_WIDTH = ((256, 1), (512, 2), (10**9, 4))
+THREADS_BY_WIDTH = ((384, 1), (512, 2), (10**9, 4))
 
 
 @dataclass(frozen=True)

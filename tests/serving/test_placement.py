@@ -14,7 +14,8 @@ from senti.serving.placement import choose_placement, model_width
 
 @pytest.mark.parametrize("cores, width, workers, threads", [
     (2, 128, 2, 1),  # a small student: one single-threaded worker a core (measured: README)
-    (2, 312, 1, 2),  # wide enough to keep two threads busy in one call
+    (2, 312, 2, 1),  # so is a 312-wide model (measured with a socket per worker: README)
+    (2, 512, 1, 2),  # wider models share a call between threads (the rule's guess)
     (16, 768, 4, 4),
     (1, 768, 1, 1),  # never more threads than cores
     (2, None, 1, 2),  # an export that does not record its width is taken as wide
