@@ -91,12 +91,11 @@ class WorkerProcess(Process):
 
 class Supervisor(Multiprocess):
     """uvicorn's Multiprocess with a status folder, restart backoff and a socket per worker (see the module's
-    docstring). `port_holder`: a reuse_port_socket bound to the port, kept (never listening) while the server
-    runs, so the port stays this server's between workers and a port of 0 is resolved once for all of them."""
+    docstring). `port_holder`: a reuse_port_socket bound to the port, kept by the caller (never listening) while
+    the server runs, so the port stays this server's between workers and a port of 0 is resolved once for all."""
 
     def __init__(self, config, port_holder: socket.socket, status_dir: Path):
         super().__init__(config, [])
-        self.port_holder = port_holder
         self.address = port_holder.getsockname()[:2]
         self.status_dir = Path(status_dir)
         self.failures = 0  # consecutive worker deaths without a worker becoming ready between them

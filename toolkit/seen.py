@@ -18,20 +18,20 @@ from senti.core.errors import ArtifactError
 MAX_HASH_BYTES = 1 << 30  # 8 bytes a text: a hundred million texts
 
 
-def read_hashes(folder: Path) -> np.ndarray | None:
-    """The folder's training-text hashes, or None when it records none. Read as untrusted input: from inside the
-    folder only, bounded, without pickle, and only a flat uint64 array."""
+def read_hashes(folder: Path, name: str = layout.TRAIN_TEXT_HASHES) -> np.ndarray | None:
+    """The folder's text hashes (`name`: the training texts, or `layout.PRETRAIN_TEXT_HASHES`), or None when it
+    records none. Read as untrusted input: from inside the folder only, bounded, without pickle, and only a flat
+    uint64 array."""
     import io
 
     from senti.serving.export_folder import inside, read_bounded
 
-    path = Path(folder) / layout.TRAIN_TEXT_HASHES
+    path = Path(folder) / name
     if not (path.is_file() or path.is_symlink()):
         return None
-    inside(folder, layout.TRAIN_TEXT_HASHES, "training-text hashes")
+    inside(folder, name, "text hashes")
     try:
-        hashes = np.load(io.BytesIO(read_bounded(path, MAX_HASH_BYTES, "the training-text hashes")),
-                         allow_pickle=False)
+        hashes = np.load(io.BytesIO(read_bounded(path, MAX_HASH_BYTES, "the text hashes")), allow_pickle=False)
     except ValueError as err:
         raise ArtifactError(f"{path}: not a NumPy array of text hashes ({err})") from None
     if not isinstance(hashes, np.ndarray) or hashes.dtype != np.uint64 or hashes.ndim != 1:
@@ -39,11 +39,16 @@ def read_hashes(folder: Path) -> np.ndarray | None:
     return hashes
 
 
-def training_hashes(texts: list[str], *ancestors: str | Path | None) -> np.ndarray:
-    """Hashes of `texts` and of every text the `ancestors` (checkpoint folders: a parent, a teacher) learned from."""
+def hashes_of(texts: list[str]) -> np.ndarray:
+    """`corpus.text_hash` of each text, as the hash files hold them."""
     from senti.toolkit.corpus import text_hash
 
-    parts = [np.array([text_hash(t) for t in texts], dtype=np.uint64)]
+    return np.array([text_hash(t) for t in texts], dtype=np.uint64)
+
+
+def training_hashes(texts: list[str], *ancestors: str | Path | None) -> np.ndarray:
+    """Hashes of `texts` and of every text the `ancestors` (checkpoint folders: a parent, a teacher) learned from."""
+    parts = [hashes_of(texts)]
     for folder in ancestors:
         if folder is not None and Path(folder).expanduser().is_dir():
             inherited = read_hashes(Path(folder).expanduser())
@@ -60,12 +65,10 @@ def hashes_writer(hashes: np.ndarray):
 def seen_figures(folder: Path, texts: list[str], gold: np.ndarray, predicted: np.ndarray) -> dict | None:
     """How many scored texts the model was trained on, and its accuracy on those and on the rest; None when the
     folder records no training texts."""
-    from senti.toolkit.corpus import text_hash
-
     known = read_hashes(folder)
     if known is None:
         return None
-    seen = np.isin(np.array([text_hash(t) for t in texts], dtype=np.uint64), known)
+    seen = np.isin(hashes_of(texts), known)
     right = np.asarray(gold) == np.asarray(predicted)
 
     def accuracy(mask):

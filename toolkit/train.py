@@ -102,13 +102,12 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
 
 def pretraining_overlap(folder: Path, splits) -> dict | None:
     """How many dev and test texts the pretrained folder's corpus held, or None when it records no texts."""
-    from senti.toolkit.corpus import text_hash
+    from senti.toolkit.seen import hashes_of, read_hashes
 
-    hashes_file = folder / layout.PRETRAIN_TEXT_HASHES
-    if not hashes_file.is_file():
+    seen = read_hashes(folder, layout.PRETRAIN_TEXT_HASHES)
+    if seen is None:
         return None
-    seen = np.load(hashes_file, allow_pickle=False)
-    return {name: int(np.isin(np.array([text_hash(e.text) for e in rows], dtype=np.uint64), seen).sum())
+    return {name: int(np.isin(hashes_of([e.text for e in rows]), seen).sum())
             for name, rows in (("dev", splits.dev), ("test", splits.test))}
 
 
