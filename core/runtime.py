@@ -89,13 +89,19 @@ def configure_runtime(threads: int | None = None) -> dict:
     A value the user already exported wins over our default, except an explicit `threads`.
     """
     global _applied_before_paddle
-    _applied_before_paddle = "paddle" not in sys.modules
+    before_paddle = "paddle" not in sys.modules
+    in_force = {key: os.environ.get(key) for key in _RUNTIME_VARIABLES}
     n = threads or int(os.environ.get("OMP_NUM_THREADS", 0)) or available_cores()
     os.environ["OMP_NUM_THREADS"] = str(n)
     os.environ.setdefault("MKL_NUM_THREADS", str(n))
     info = cpu_info()
     if info["vendor"] == "AuthenticAMD":
         os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
+    # A command sets these before paddle loads, and its training step calls again after: a call that changes
+    # nothing keeps the first call's answer, since the settings paddle read are the ones in force.
+    changed = any(os.environ.get(key) != value for key, value in in_force.items())
+    if before_paddle or changed or _applied_before_paddle is None:
+        _applied_before_paddle = before_paddle
     if not verbose():  # Paddle's C++ glog INFO/WARNING lines ("W1203 ... eager_utils.cc"); errors still show
         os.environ.setdefault("GLOG_minloglevel", "2")
     return runtime_record()
@@ -117,6 +123,7 @@ def runtime_record() -> dict:
 
 
 _applied_before_paddle: bool | None = None  # None: configure_runtime was never called
+_RUNTIME_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_DEBUG_CPU_TYPE")
 
 
 # The distributions whose versions every artifact and measurement records (the one list).
