@@ -6,13 +6,34 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def launch(command: list[str], env: dict | None = None, cwd: str | None = None) -> subprocess.Popen:
+    """Start a server process whose stdout and stderr go to a file (`output_of` reads it). Not a pipe: nobody reads
+    a pipe during a measurement, and once 64 kB of log fill it every process of the server that writes blocks."""
+    fd, path = tempfile.mkstemp(prefix="senti-server-", suffix=".log")
+    with open(fd, "wb") as sink:
+        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+    _OUTPUTS[proc.pid] = Path(path)
+    return proc
+
+
+_OUTPUTS: dict[int, Path] = {}  # pid -> the file a launched server writes to
+
+
+def output_of(proc: subprocess.Popen, last: int = 2000) -> str:
+    """The last `last` characters a launched server has written."""
+    path = _OUTPUTS.get(proc.pid)
+    return path.read_text(encoding="utf-8", errors="replace")[-last:] if path and path.exists() else ""
 
 
 def wait_ready(proc: subprocess.Popen, url: str, timeout_s: float = 120.0) -> None:
@@ -22,10 +43,9 @@ def wait_ready(proc: subprocess.Popen, url: str, timeout_s: float = 120.0) -> No
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None or time.monotonic() > deadline:
-            output = proc.stderr.read()[-2000:] if proc.stderr else ""
             if proc.poll() is None:
                 proc.kill()
-            raise RuntimeError(f"the server at {url} did not start: {output}")
+            raise RuntimeError(f"the server at {url} did not start: {output_of(proc)}")
         try:
             if httpx.get(url, timeout=1).status_code == 200:
                 return
@@ -37,8 +57,7 @@ def start_senti(args: list[str], ready: str = "/readyz", env: dict | None = None
                 timeout_s: float = 120.0) -> tuple[subprocess.Popen, str]:
     """(process, base URL) of `senti ARGS --port P` on 127.0.0.1, once `ready` answers 200."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "senti.cli", *args, "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    proc = launch([sys.executable, "-m", "senti.cli", *args, "--port", str(port)], env=env)
     base = f"http://127.0.0.1:{port}"
     wait_ready(proc, base + ready, timeout_s)
     return proc, base

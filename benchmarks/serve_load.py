@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from senti.benchmarks.local_server import free_port, wait_ready
+from senti.benchmarks.local_server import free_port, launch, wait_ready
 from senti.benchmarks.markdown import number, table
 from senti.benchmarks.timing import summarize
 
@@ -106,7 +106,7 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
     command = (serve_command + common) if serve_command else (
         [sys.executable, "-m", "senti.cli", "serve", *common, *([] if chosen else ["--workers", str(workers)]),
          "--ort-spinning" if ort_spinning else "--no-ort-spinning"])
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    proc = launch(command, env=env, cwd=cwd)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(proc, f"{base}/readyz")
