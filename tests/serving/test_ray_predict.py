@@ -119,6 +119,9 @@ def test_bad_sources_are_clear_errors(_exported, tmp_path, local_ray):
         predict_with_ray(out, str(tmp_path / "x.jsonl"), str(tmp_path / "o.csv"))
     with pytest.raises(SentiError, match="not a senti export"):
         predict_with_ray(tmp_path, str(tmp_path / "x.jsonl"), str(tmp_path / "o.jsonl"))
+    (tmp_path / "fake.parquet").write_text("not parquet", encoding="utf-8")
+    with pytest.raises(SentiError, match=r"fake\.parquet: not a readable Parquet file"):
+        predict_with_ray(out, str(tmp_path / "fake.parquet"), str(tmp_path / "o2.parquet"))
 
 
 def test_cli_without_ray_says_how_to_install(_exported, tmp_path, monkeypatch):
