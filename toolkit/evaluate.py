@@ -85,15 +85,17 @@ def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: s
     return rows, data
 
 
-def baseline_beside(where: Path, recipe, dataset: str | None, rows, labels: list[str]) -> dict:
-    """The n-gram baseline fitted on the training split the model learned from (or `dataset`'s), scored on
-    `rows`: what the cheapest honest model gets on the same texts."""
+def baseline_beside(where: Path, recipe, dataset: str | None, rows, labels: list[str],
+                    seed: int | None = None) -> dict:
+    """The n-gram baseline fitted on the training split the model learned from (or, for a model that records
+    none, `dataset`'s cut with `seed`, as `rows` were), scored on `rows`: what the cheapest honest model gets on
+    the same texts."""
     from senti.core.errors import DataError
     from senti.toolkit.baseline import baseline_figures
     from senti.toolkit.data import recorded_splits
 
     try:
-        splits, _ = recorded_splits(where, recipe, dataset if recipe is None else None)
+        splits, _ = recorded_splits(where, recipe, *((dataset, seed) if recipe is None else (None, None)))
     except DataError as err:  # no training rows to fit it on (a test-only folder, a model that records no data)
         return {"model": None, "skipped": str(err)}
     train = [e for e in splits.train if e.label in labels]
@@ -114,7 +116,7 @@ def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "tes
     y_pred = predict_logits(model, encoded, batch_size).argmax(1)
     gold = [meta.labels.index(e.label) for e in rows]
     result = classification_metrics(gold, y_pred, meta.labels)
-    extra: dict = {"baseline": baseline_beside(Path(model_dir), meta.splits, dataset, rows, meta.labels)} if baseline \
+    extra: dict = {"baseline": baseline_beside(Path(model_dir), meta.splits, dataset, rows, meta.labels, seed)} if baseline \
         else {}
     extra["seen_in_training"] = seen_figures(Path(model_dir), [e.text for e in rows], np.array(gold), y_pred)
     return {**result, "dataset": data["dataset"], "split": split, "data": data, "truncated_texts": truncated,
@@ -134,7 +136,7 @@ def evaluate_export(export_dir, dataset: str | None = None, split: str = "test",
     logits, _, too_long = predictor.logits([e.text for e in rows], batch_size)
     gold = [predictor.labels.index(e.label) for e in rows]
     result = classification_metrics(gold, logits.argmax(1), predictor.labels)
-    extra: dict = {"baseline": baseline_beside(Path(export_dir), recipe, dataset, rows, predictor.labels)} if baseline \
+    extra: dict = {"baseline": baseline_beside(Path(export_dir), recipe, dataset, rows, predictor.labels, seed)} if baseline \
         else {}
     extra["seen_in_training"] = seen_figures(Path(export_dir), [e.text for e in rows], np.array(gold),
                                              logits.argmax(1))

@@ -337,3 +337,18 @@ def test_another_dataset_is_cut_the_same_way_for_every_model(tiny_checkpoint, tm
     assert chosen["data"]["seed"] == 5 and chosen["n"] == len(load_splits(str(other), seed=5).test)
     with pytest.raises(DataError, match="cut with seed 7; --seed 5 would score texts it was trained on"):
         evaluate_model(ckpt, None, "test", baseline=False, seed=5)
+
+
+def test_the_baseline_beside_another_dataset_never_trains_on_the_scored_texts(tmp_path, monkeypatch):
+    # A model that records no data, scored on a dataset cut with --seed 5: the baseline must fit on that cut's
+    # training split (it was fitted on the seed-42 cut, whose training split holds seed-5 test texts).
+    import senti.toolkit.baseline as baseline
+    from senti.toolkit.data import load_splits
+    from senti.toolkit.evaluate import baseline_beside
+
+    other = write_rows(tmp_path / "other.tsv", synthetic_rows(300, seed=31))
+    scored = load_splits(str(other), seed=5).test
+    fitted_on: list[str] = []
+    monkeypatch.setattr(baseline, "baseline_figures", lambda texts, *_: fitted_on.extend(texts) or {"model": "x"})
+    baseline_beside(tmp_path, None, str(other), scored, ["negative", "positive"], seed=5)
+    assert fitted_on and not set(fitted_on) & {e.text for e in scored}
