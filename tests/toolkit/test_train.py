@@ -349,6 +349,11 @@ def test_the_baseline_beside_another_dataset_never_trains_on_the_scored_texts(tm
     other = write_rows(tmp_path / "other.tsv", synthetic_rows(300, seed=31))
     scored = load_splits(str(other), seed=5).test
     fitted_on: list[str] = []
-    monkeypatch.setattr(baseline, "baseline_figures", lambda texts, *_: fitted_on.extend(texts) or {"model": "x"})
+
+    def fit(texts, *_):
+        fitted_on.extend(texts)
+        return {"model": "recorded"}
+
+    monkeypatch.setattr(baseline, "baseline_figures", fit)
     baseline_beside(tmp_path, None, str(other), scored, ["negative", "positive"], seed=5)
     assert fitted_on and not set(fitted_on) & {e.text for e in scored}
