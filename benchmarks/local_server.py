@@ -30,10 +30,11 @@ def launch(command: list[str], env: dict | None = None, cwd: str | None = None) 
 _OUTPUTS: dict[int, Path] = {}  # pid -> the file a launched server writes to
 
 
-def output_of(proc: subprocess.Popen, last: int = 2000) -> str:
-    """The last `last` characters a launched server has written."""
+def output_of(proc: subprocess.Popen, last: int | None = 2000) -> str:
+    """The last `last` characters a launched server has written (None: all of it)."""
     path = _OUTPUTS.get(proc.pid)
-    return path.read_text(encoding="utf-8", errors="replace")[-last:] if path and path.exists() else ""
+    text = path.read_text(encoding="utf-8", errors="replace") if path and path.exists() else ""
+    return text[-last:] if last else text
 
 
 def wait_ready(proc: subprocess.Popen, url: str, timeout_s: float = 120.0) -> None:

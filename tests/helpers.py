@@ -8,16 +8,16 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from senti.benchmarks import local_server
 
 ROOT = Path(__file__).resolve().parent.parent
 CHNSENTICORP = ROOT.parent / "shared" / "data" / "chnsenticorp"
@@ -100,10 +100,7 @@ KEY = "test-key-123"
 AUTH = {"X-API-Key": KEY}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+free_port = local_server.free_port
 
 
 @contextmanager
@@ -129,13 +126,9 @@ def running_server(export_dir: Path, *extra: str):
                 proc.kill()
 
 
-_OUTPUT_DIR = tempfile.mkdtemp(prefix="senti-test-output-")
-_OUTPUTS: dict[int, Path] = {}  # pid -> the file its output goes to
-
-
 def output_of(proc: subprocess.Popen) -> str:
     """All a process started by `start_senti` has written so far (stdout and stderr)."""
-    return _OUTPUTS[proc.pid].read_text(encoding="utf-8", errors="replace")
+    return local_server.output_of(proc, last=None)
 
 
 def _in_service(base: str) -> int:
@@ -151,11 +144,8 @@ def start_senti(command: str, *args: str, port: int | None = None, ready: str = 
     server that writes a line (a supervisor logging its workers' failures, for one)."""
     port = port or free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SENTI_TEST_KEY": KEY}
-    output = Path(tempfile.mkstemp(prefix=f"senti-{command}-", suffix=".log", dir=_OUTPUT_DIR)[1])
-    with output.open("wb") as sink:
-        proc = subprocess.Popen([sys.executable, "-m", "senti.cli", command, *args, "--port", str(port),
-                                 "--api-key-env", "SENTI_TEST_KEY"], env=env, stdout=sink, stderr=subprocess.STDOUT)
-    _OUTPUTS[proc.pid] = output
+    proc = local_server.launch([sys.executable, "-m", "senti.cli", command, *args, "--port", str(port),
+                                "--api-key-env", "SENTI_TEST_KEY"], env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
