@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 
 def free_port() -> int:
@@ -19,21 +20,29 @@ def free_port() -> int:
 
 def launch(command: list[str], env: dict | None = None, cwd: str | None = None) -> subprocess.Popen:
     """Start a server process whose stdout and stderr go to a file (`output_of` reads it). Not a pipe: nobody reads
-    a pipe during a measurement, and once 64 kB of log fill it every process of the server that writes blocks."""
+    a pipe during a measurement, and once 64 kB of log fill it every process of the server that writes blocks.
+    The file is unlinked at once and read through a handle kept here: it goes when the server and this process
+    have both closed it, so no run leaves logs behind in the temporary folder."""
     fd, path = tempfile.mkstemp(prefix="senti-server-", suffix=".log")
-    with open(fd, "wb") as sink:
-        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=cwd)
-    _OUTPUTS[proc.pid] = Path(path)
+    try:
+        with open(fd, "wb") as sink:
+            proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        _OUTPUTS[proc.pid] = open(path, "rb")  # noqa: SIM115 (kept open: the only way back to an unlinked file)
+    finally:
+        Path(path).unlink()
     return proc
 
 
-_OUTPUTS: dict[int, Path] = {}  # pid -> the file a launched server writes to
+_OUTPUTS: dict[int, BinaryIO] = {}  # pid -> a read handle on the (unlinked) file a launched server writes to
 
 
 def output_of(proc: subprocess.Popen, last: int | None = 2000) -> str:
     """The last `last` characters a launched server has written (None: all of it)."""
-    path = _OUTPUTS.get(proc.pid)
-    text = path.read_text(encoding="utf-8", errors="replace") if path and path.exists() else ""
+    handle = _OUTPUTS.get(proc.pid)
+    if handle is None:
+        return ""
+    handle.seek(0)
+    text = handle.read().decode("utf-8", errors="replace")
     return text[-last:] if last else text
 
 

@@ -1,6 +1,8 @@
 """Servers a measurement starts: their output must never block them."""
 
 import sys
+import tempfile
+from pathlib import Path
 
 import httpx
 
@@ -29,3 +31,12 @@ def test_a_server_that_logs_more_than_a_pipe_holds_still_starts():
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_a_launched_server_leaves_no_log_file_behind():
+    logs = Path(tempfile.gettempdir())
+    before = set(logs.glob("senti-server-*.log"))
+    proc = launch([sys.executable, "-c", "print('started', flush=True)"])
+    proc.wait(timeout=30)
+    assert set(logs.glob("senti-server-*.log")) == before  # failed before: one more file per launch, never removed
+    assert output_of(proc) == "started\n"
