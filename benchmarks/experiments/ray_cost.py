@@ -1,17 +1,20 @@
 """Ray's CPU efficiency on growing inputs: how its fixed cost amortizes (`senti bench --suite ray`'s measure).
 
     python -m senti.benchmarks.experiments.ray_cost --model EXPORT --rows 100000 --rows 1000000
-        [--dataset ../shared/data/chnsenticorp] [--threads 2] [--output ray_cost.json]
+        [--rounds 3] [--dataset ../shared/data/chnsenticorp] [--threads 2] [--output ray_cost.json]
 
 For each row count: one Parquet file of dev texts (repeated), scored in process and then by a fresh local Ray;
 efficiency = CPU-seconds in process / busy CPU-seconds of the whole machine during the Ray run (start-up
-included). Run it with PYTHONPATH set to another checkout to measure that build on the same machine.
+included). With --rounds N each row count is measured N times, in process and Ray interleaved, and the median
+is printed: on a shared machine one round's in-process side alone moves by a tenth. Run it with PYTHONPATH set
+to another checkout to measure that build on the same machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 from pathlib import Path
 
@@ -22,24 +25,38 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--rows", type=int, action="append", required=True, help="rows to score (repeat)")
     parser.add_argument("--dataset", default="../shared/data/chnsenticorp")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1, help="measurements per row count (median printed)")
     parser.add_argument("--output", help="write the records here as JSON")
     args = parser.parse_args(argv)
-    from senti.benchmarks.ray_load import bench_ray
     from senti.toolkit.data import load_splits
 
     texts = [e.text for e in load_splits(args.dataset).dev]
     records = []
     with tempfile.TemporaryDirectory() as work:
         for rows in args.rows:
-            record = bench_ray(Path(args.model), texts, Path(work) / str(rows), rows=rows, threads=args.threads)
-            print(f"{rows:,} rows: CPU efficiency {record['cpu_efficiency']:.3f} (in process "
-                  f"{record['in_process_cpu_s']:.1f} CPU-s, Ray machine-wide {record['ray_busy_cpu_s']:.1f}); "
-                  f"{record['ray_texts_per_s']:.0f} texts/s against {record['in_process_texts_per_s']:.0f}; "
-                  f"start-up {record['ray_startup_s']:.1f} s; by process {record['cpu_s_by_process']}", flush=True)
-            records.append(record)
+            rounds = [_round(args, texts, Path(work) / str(rows), rows, n) for n in range(1, args.rounds + 1)]
+            if len(rounds) > 1:
+                print(f"{rows:,} rows, median of {len(rounds)}: CPU efficiency "
+                      f"{statistics.median(r['cpu_efficiency'] for r in rounds):.3f} (in process "
+                      f"{statistics.median(r['in_process_cpu_s'] for r in rounds):.1f} CPU-s, Ray machine-wide "
+                      f"{statistics.median(r['ray_busy_cpu_s'] for r in rounds):.1f})", flush=True)
+            records.extend(rounds)
     if args.output:
         Path(args.output).write_text(json.dumps(records, indent=1), encoding="utf-8")
     return records
+
+
+def _round(args, texts: list[str], work: Path, rows: int, n: int) -> dict:
+    from senti.benchmarks.ray_load import bench_ray
+
+    record = bench_ray(Path(args.model), texts, work, rows=rows, threads=args.threads)
+    record["round"] = n
+    print(f"{rows:,} rows, round {n}: CPU efficiency {record['cpu_efficiency']:.3f} (in process "
+          f"{record['in_process_cpu_s']:.1f} CPU-s, {record['in_process_busy_cpu_s']:.1f} machine-wide; Ray "
+          f"machine-wide {record['ray_busy_cpu_s']:.1f}); {record['ray_texts_per_s']:.0f} texts/s against "
+          f"{record['in_process_texts_per_s']:.0f}; start-up {record['ray_startup_s']:.1f} s; by process "
+          f"{record['cpu_s_by_process']}", flush=True)
+    return record
 
 
 if __name__ == "__main__":
