@@ -37,8 +37,9 @@ def _cpu_by_process() -> dict[int, tuple[str, float]]:
 
 
 def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads: int = 2, batch_size: int = 32,
-              shape: str = "") -> dict:
-    """texts/s and CPU-seconds in process and through a fresh local Ray (start-up timed apart), on one Parquet file."""
+              shape: str = "", actors: int | None = None, threads_per_actor: int | None = None) -> dict:
+    """texts/s and CPU-seconds in process and through a fresh local Ray (start-up timed apart), on one Parquet file.
+    `actors`/`threads_per_actor` as `senti predict --engine ray` takes them (None: its default layout)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     import ray
@@ -66,7 +67,7 @@ def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads
     dest = work / f"ray_output_{time.time_ns()}.parquet"
     busy0, procs0 = _busy_cpu_seconds(), _cpu_by_process()
     result = predict_with_ray(export_dir, str(source), str(dest), id_column="id", backend=backend,
-                              batch_size=batch_size)
+                              batch_size=batch_size, actors=actors, threads_per_actor=threads_per_actor)
     ray_cpu = _busy_cpu_seconds() - busy0
     # Where the CPU went, by process name (processes that ended before this point are not counted here).
     by_name: dict[str, float] = {}

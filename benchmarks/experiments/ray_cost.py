@@ -1,7 +1,8 @@
 """Ray's CPU efficiency on growing inputs: how its fixed cost amortizes (`senti bench --suite ray`'s measure).
 
     python -m senti.benchmarks.experiments.ray_cost --model EXPORT --rows 100000 --rows 1000000
-        [--rounds 3] [--dataset ../shared/data/chnsenticorp] [--threads 2] [--output ray_cost.json]
+        [--rounds 3] [--actors N --threads-per-actor T] [--dataset ../shared/data/chnsenticorp] [--threads 2]
+        [--output ray_cost.json]
 
 For each row count: one Parquet file of dev texts (repeated), scored in process and then by a fresh local Ray;
 efficiency = CPU-seconds in process / busy CPU-seconds of the whole machine during the Ray run (start-up
@@ -26,6 +27,8 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--dataset", default="../shared/data/chnsenticorp")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=1, help="measurements per row count (median printed)")
+    parser.add_argument("--actors", type=int, help="Ray actors (default: what senti predict --engine ray picks)")
+    parser.add_argument("--threads-per-actor", type=int)
     parser.add_argument("--output", help="write the records here as JSON")
     args = parser.parse_args(argv)
     from senti.toolkit.data import load_splits
@@ -49,9 +52,11 @@ def main(argv=None) -> list[dict]:
 def _round(args, texts: list[str], work: Path, rows: int, n: int) -> dict:
     from senti.benchmarks.ray_load import bench_ray
 
-    record = bench_ray(Path(args.model), texts, work, rows=rows, threads=args.threads)
+    record = bench_ray(Path(args.model), texts, work, rows=rows, threads=args.threads, actors=args.actors,
+                       threads_per_actor=args.threads_per_actor)
     record["round"] = n
-    print(f"{rows:,} rows, round {n}: CPU efficiency {record['cpu_efficiency']:.3f} (in process "
+    print(f"{rows:,} rows, round {n}, {record['actors']} actor(s) x {record['threads_per_actor']} thread(s): "
+          f"CPU efficiency {record['cpu_efficiency']:.3f} (in process "
           f"{record['in_process_cpu_s']:.1f} CPU-s, {record['in_process_busy_cpu_s']:.1f} machine-wide; Ray "
           f"machine-wide {record['ray_busy_cpu_s']:.1f}); {record['ray_texts_per_s']:.0f} texts/s against "
           f"{record['in_process_texts_per_s']:.0f}; start-up {record['ray_startup_s']:.1f} s; by process "
