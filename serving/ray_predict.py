@@ -213,6 +213,11 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
                 # Ray deprecates zip because it pairs rows by order, which is what preserve_order above keeps.
                 warnings.simplefilter("ignore", DeprecationWarning)
                 ds = ds.zip(ray.data.range(rows_in).rename_columns({"id": id_column}))
+        if actors > 1:
+            # One input block makes one actor task: a Parquet file of one row group is read as one block, which one
+            # actor would score alone while the others idle. Blocks of one call's rows (a streaming split, no
+            # shuffle) spread any input over every actor.
+            ds = ds.repartition(target_num_rows_per_block=rows_per_call)
         scored = _score(ray, ds, export_dir, backend, threads_per_actor, text_column, id_column, batch_size,
                         rows_per_call, actors, reserve, address)
     finally:

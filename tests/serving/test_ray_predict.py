@@ -63,6 +63,37 @@ def test_parquet_with_an_id_column(_exported, expected, local_ray, tmp_path):
     _check(scored, [r["review_id"] for r in rows], {r["review_id"]: r["text"] for r in rows}, predictions, set(bad))
 
 
+def test_one_parquet_file_is_spread_over_every_actor(_exported, expected, local_ray, tmp_path, monkeypatch):
+    """A Parquet file of one row group is read as one block, and one block makes one actor task: before the split,
+    one of two actors scored the whole file while the other idled."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    import senti.serving.ray_predict as ray_predict
+
+    out, _ = _exported
+    texts, predictions = expected
+    calls = tmp_path / "calls.txt"
+
+    class Recorded(ray_predict.ScoreBatch):  # defined here, so Ray ships it by value to the actors
+        def __call__(self, batch):
+            with open(calls, "a", encoding="utf-8") as f:
+                f.write(f"{os.getpid()}\n")
+            return super().__call__(batch)
+
+    monkeypatch.setattr(ray_predict, "ScoreBatch", Recorded)
+    rows = [{"id": f"r{i}", "text": texts[i % len(texts)]} for i in range(ROWS)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "one.parquet")
+    assert pq.ParquetFile(tmp_path / "one.parquet").metadata.num_row_groups == 1
+    result = predict_with_ray(out, str(tmp_path / "one.parquet"), str(tmp_path / "out.parquet"), id_column="id",
+                              actors=2, threads_per_actor=1, batch_size=16, backend="onnx")
+    assert result["rows_out"] == ROWS and result["errors"] == 0
+    assert len(set(calls.read_text(encoding="utf-8").split())) == 2  # both actors scored
+    _check(pq.read_table(tmp_path / "out.parquet").to_pylist(), [r["id"] for r in rows],
+           {r["id"]: r["text"] for r in rows}, predictions, set())
+
+
 def test_jsonl_without_ids_gets_row_numbers_and_bad_lines_become_error_rows(_exported, expected, local_ray,
                                                                              tmp_path):
     out, _ = _exported
