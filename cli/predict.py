@@ -136,7 +136,7 @@ def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_
                                   threads_per_actor=threads_per_actor, batch_size=batch_size,
                                   text_column=text_column, id_column=id_column, backend=backend)
     console.print(f"{result['rows_in']} rows in, {result['rows_out']} rows out ({result['errors']} error rows) "
-                  f"-> {dest}; {result['actors']} actors x {result['threads_per_actor']} threads; "
+                  f"-> {dest}; {result['actors']} actor(s) x {result['threads_per_actor']} thread(s) ({result['layout_why']}); "
                   f"Ray start-up {result['ray_startup_s']:.1f} s, total {result['total_s']:.1f} s")
 
 

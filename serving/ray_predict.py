@@ -36,7 +36,9 @@ class ScoreBatch:
         self.text_column, self.id_column, self.batch_size = text_column, id_column, batch_size
         self.labels = self.predictor.labels
 
-    def __call__(self, batch: dict) -> dict:
+    def __call__(self, batch: dict):
+        import pyarrow as pa
+
         texts = list(batch[self.text_column]) if self.text_column in batch else [None] * len(batch[self.id_column])
         # A block whose values are all null arrives as float NaN, so only strings count as errors or texts.
         parsed = batch.get("_error", [None] * len(texts))
@@ -54,18 +56,20 @@ class ScoreBatch:
             errors[good[j]] = why
         predictions = {i: p for i, p in zip(good, results) if p is not None}
         n = len(texts)
+        # Typed columns: from numpy, a block whose errors (or labels) are all None became a column of Arrow's null
+        # type, and an output folder whose parts disagree on a column's type is one pyarrow cannot read back.
         out = {
-            "id": np.asarray([None if v is None else str(v) for v in ids], dtype=object),
-            "label": np.asarray([predictions[i].label if i in predictions else None for i in range(n)], dtype=object),
-            "score": np.asarray([predictions[i].score if i in predictions else np.nan for i in range(n)]),
-            "truncated": np.asarray([bool(predictions[i].truncated) if i in predictions else False
-                                     for i in range(n)]),
-            "error": np.asarray(errors, dtype=object),
+            "id": pa.array([None if v is None else str(v) for v in ids], pa.string()),
+            "label": pa.array([predictions[i].label if i in predictions else None for i in range(n)], pa.string()),
+            "score": pa.array([predictions[i].score if i in predictions else np.nan for i in range(n)], pa.float64()),
+            "truncated": pa.array([bool(predictions[i].truncated) if i in predictions else False for i in range(n)],
+                                  pa.bool_()),
+            "error": pa.array(errors, pa.string()),
         }
         for lab in self.labels:
-            out[f"prob_{lab}"] = np.asarray([predictions[i].probabilities[lab] if i in predictions else np.nan
-                                             for i in range(n)])
-        return out
+            out[f"prob_{lab}"] = pa.array([predictions[i].probabilities[lab] if i in predictions else np.nan
+                                           for i in range(n)], pa.float64())
+        return pa.table(out)
 
 
 def rows_per_actor_call(rows: int, actors: int, model_batch: int) -> int:
@@ -149,6 +153,20 @@ def _paths(source: str) -> list[str]:
     return [str(path)]
 
 
+def _input_and_output(source: str, dest: str) -> tuple[list[str], str, str]:
+    """The input files, their one format and the output's, checked before Ray starts."""
+    paths = _paths(source)
+    kinds = {{".json": ".jsonl"}.get(Path(p).suffix.lower(), Path(p).suffix.lower()) for p in paths}
+    if len(kinds) != 1:
+        raise SentiError(f"--input {source}: mixed file types {sorted(kinds)}; use one format")
+    out_kind = Path(dest).suffix.lower()
+    if out_kind not in (".parquet", ".jsonl"):
+        raise SentiError(f"--output {dest}: name it .parquet or .jsonl (Ray writes a folder of part files)")
+    if Path(dest).exists():
+        raise SentiError(f"--output {dest} already exists")
+    return paths, kinds.pop(), out_kind
+
+
 def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | None = None, actors: int | None = None,
                      threads_per_actor: int | None = None, batch_size: int = 32, text_column: str = "text",
                      id_column: str | None = None, backend: str = "auto") -> dict:
@@ -160,18 +178,10 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
         raise SentiError(INSTALL_HINT) from None
     from senti.core.artifacts import read_export_meta
     from senti.core.runtime import available_cores
+    from senti.serving.placement import choose_placement, model_width
 
     read_export_meta(export_dir)  # a bad export fails here, before Ray starts
-    paths = _paths(source)
-    kinds = {{".json": ".jsonl"}.get(Path(p).suffix.lower(), Path(p).suffix.lower()) for p in paths}
-    if len(kinds) != 1:
-        raise SentiError(f"--input {source}: mixed file types {sorted(kinds)}; use one format")
-    kind = kinds.pop()
-    out_kind = Path(dest).suffix.lower()
-    if out_kind not in (".parquet", ".jsonl"):
-        raise SentiError(f"--output {dest}: name it .parquet or .jsonl (Ray writes a folder of part files)")
-    if Path(dest).exists():
-        raise SentiError(f"--output {dest} already exists")
+    paths, kind, out_kind = _input_and_output(source, dest)
 
     started = time.perf_counter()
     _lean_data_context(ray)
@@ -182,14 +192,12 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
             start_local_ray(ray, available_cores())
     startup_s = time.perf_counter() - started
     cpus = int(ray.cluster_resources().get("CPU", 1))
-    if actors is None and threads_per_actor is None:
-        # Two-thread actors: on 2 cores, 1 actor x 2 threads reached 63% of in-process speed in senti bench
-        # where 2 x 1 reached 41% (README); Ray's own processes leave less room for two model actors.
-        threads_per_actor = min(2, cpus)
-    if actors is None:
-        actors = max(1, cpus // (threads_per_actor or 1))
-    if threads_per_actor is None:
-        threads_per_actor = max(1, cpus // actors)
+    # The serve rule (actors for workers): a small model scores best as single-threaded actors, one a core. On
+    # 2 cores 2 x 1 scored 100,000 rows 15% faster than 1 x 2 for the same CPU (README); 2 x 1 looked slower
+    # only while one input block fed one actor (the split below).
+    layout = choose_placement(cpus, None if actors and threads_per_actor else model_width(export_dir), actors,
+                              threads_per_actor)
+    actors, threads_per_actor = layout.workers, layout.threads
     light = {"num_cpus": 0.1}  # reading and parsing are cheap next to the model; leave the cores to the actors
     # Ray's CPU counts are logical: the actors' threads are set explicitly, and each actor reserves a
     # little less than its threads so that Ray Data's file-listing task (1 CPU) can always be placed;
@@ -230,7 +238,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
         scored.write_json(dest, ray_remote_args=light)
     total_s = time.perf_counter() - started
     return {"rows_in": rows_in, "rows_out": rows_out, "errors": errors, "actors": actors, "rows_per_call": rows_per_call,
-            "threads_per_actor": threads_per_actor, "cpus": cpus, "ray_startup_s": startup_s,
+            "threads_per_actor": threads_per_actor, "layout_why": layout.why, "cpus": cpus, "ray_startup_s": startup_s,
             "total_s": total_s, "output": dest}
 
 
@@ -282,9 +290,14 @@ def _lean_data_context(ray) -> None:
     import sys
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    from ray.util.debug import log_once
+
     context = ray.data.DataContext.get_current()
     context.enable_operator_progress_bars = False
     context.enable_progress_bars = sys.stderr.isatty()
+    # Ray Data logs a one-time WARNING that the bars are off, which senti chose: its once is spent here.
+    log_once("ray_data_progress_manager_disabled")
+    log_once("ray_data_progress_manager_global")
 
 
 def _read(ray, paths, kind, text_column, id_column, light):

@@ -58,7 +58,8 @@ def test_parquet_with_an_id_column(_exported, expected, local_ray, tmp_path):
     result = predict_with_ray(out, str(tmp_path / "in"), str(tmp_path / "out.parquet"), id_column="review_id",
                               backend="onnx")
     assert result["rows_in"] == result["rows_out"] == ROWS and result["errors"] == 2
-    assert result["actors"] * result["threads_per_actor"] == 2
+    # The serve rule's layout for a narrow model on Ray's 2 CPUs: one single-threaded actor a core (was 1 x 2)
+    assert (result["actors"], result["threads_per_actor"]) == (2, 1) and "wide model" in result["layout_why"]
     scored = pq.read_table(tmp_path / "out.parquet").to_pylist()
     _check(scored, [r["review_id"] for r in rows], {r["review_id"]: r["text"] for r in rows}, predictions, set(bad))
 
@@ -153,6 +154,23 @@ def test_bad_sources_are_clear_errors(_exported, tmp_path, local_ray):
     (tmp_path / "fake.parquet").write_text("not parquet", encoding="utf-8")
     with pytest.raises(SentiError, match=r"fake\.parquet: not a readable Parquet file"):
         predict_with_ray(out, str(tmp_path / "fake.parquet"), str(tmp_path / "o2.parquet"))
+
+
+def test_cli_says_what_it_did_in_one_line(_exported, tmp_path):
+    """In a process of its own, as a user runs it: the summary with the layout and why, and none of Ray's notices."""
+    import subprocess
+    import sys
+
+    out, _ = _exported
+    (tmp_path / "x.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n"
+                                              for t in ["好", "差", "还行"] * 20), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "senti.cli", "predict", "--model", str(out), "--engine", "ray",
+                           "--input", str(tmp_path / "x.jsonl"), "--output", str(tmp_path / "o.jsonl")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    said = (done.stdout + done.stderr).strip().splitlines()
+    assert len(said) == 1 and said[0].startswith("60 rows in, 60 rows out (0 error rows)"), said  # failed before:
+    assert "actor(s) x" in said[0] and "cores" in said[0]  # a "Progress bars disabled" WARNING came first
 
 
 def test_cli_without_ray_says_how_to_install(_exported, tmp_path, monkeypatch):
