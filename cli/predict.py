@@ -60,7 +60,9 @@ def predict(
     engine: Annotated[Engine, typer.Option(help="local: stream on this machine; ray: Ray Data.")] = Engine.local,
     address: Annotated[Optional[str], typer.Option(help="Ray cluster (auto, ray://HOST:PORT); default: a local "
                                                         "Ray on this machine's cores.")] = None,
-    actors: Annotated[Optional[int], typer.Option(help="Ray actors, each with its own Predictor.", min=1)] = None,
+    actors: Annotated[Optional[int], typer.Option(help="Ray actors, each with its own Predictor; default: as "
+                                                       "senti serve lays out workers, by the model's width.",
+                                                  min=1)] = None,
     threads_per_actor: Annotated[Optional[int], typer.Option(help="Threads per Ray actor.", min=1)] = None,
     id_column: Annotated[Optional[str], typer.Option(help="Id column carried to the output (Ray); default: "
                                                           "the row's position.")] = None,
