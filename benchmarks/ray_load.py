@@ -92,8 +92,9 @@ def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads
     if ray.is_initialized():
         ray.shutdown()
     dest = work / f"ray_output_{time.time_ns()}.parquet"
-    busy0, procs0 = _busy_cpu_seconds(), _cpu_by_process()
+    busy0 = _busy_cpu_seconds()
     with _ProcessWatch() as watch:
+        procs0 = dict(watch.seen)  # its first reading, taken on entering
         result = predict_with_ray(export_dir, str(source), str(dest), id_column="id", backend=backend,
                                   batch_size=batch_size, actors=actors, threads_per_actor=threads_per_actor)
         ray_cpu = _busy_cpu_seconds() - busy0

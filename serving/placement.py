@@ -49,3 +49,8 @@ def model_width(export_dir) -> int | None:
     meta, _ = export_folder.read_meta(export_dir)
     width = (meta.model or {}).get("hidden_size")
     return int(width) if isinstance(width, int) and width > 0 else None
+
+
+def placement_for(export_dir, cores: int, workers: int | None = None, threads: int | None = None) -> Placement:
+    """`choose_placement` for an export folder: its width read only when the user did not give both numbers."""
+    return choose_placement(cores, None if workers and threads else model_width(export_dir), workers, threads)
