@@ -24,15 +24,19 @@ else:
 def evaluate(
     model: Annotated[Path, typer.Option(help="Checkpoint folder (senti train) or export folder (senti export).",
                                         exists=True, file_okay=False)],
-    dataset: Annotated[Optional[str], typer.Option(
-        help="Dataset, as for senti train (default: the one the model was trained on, cut the same way).")] = None,
+    dataset: Annotated[Optional[list[str]], typer.Option(
+        help="Dataset, as for senti train (default: the one the model was trained on, cut the same way). Give it "
+             "more than once for a table per domain.")] = None,
+    group_by: Annotated[Optional[str], typer.Option(
+        help="A column of the one --dataset file that names each row's domain: a table per domain over every "
+             "row of the file.")] = None,
     seed: Annotated[Optional[int], typer.Option(
         help="How --dataset (another dataset) is cut when it has no split files (default 42 for every model, as "
              "senti train and senti pretrain cut it).")] = None,
     split: Annotated[Split, typer.Option(help="Which split to score; all: every row of the file or folder "
                                               "(a labelled test file of your own, say).")] = Split.test,
-    output: Annotated[Optional[Path], typer.Option(help="JSON file for the results "
-                                                        "(default: MODEL/eval_SPLIT.json).")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="JSON file for the results (default: MODEL/eval_SPLIT.json;"
+                                                        " per domain: MODEL/eval_domains_SPLIT.json).")] = None,
     batch_size: Annotated[int, typer.Option(help="Texts per batch.", min=1)] = 64,
     backend: Annotated[Backend, typer.Option(help="Export folders: the runtime and format to score with.")] =
         Backend.auto,
@@ -40,17 +44,27 @@ def evaluate(
     baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the training split "
                                                 "and score it beside the model (seconds).")] = True,
 ):
-    """Accuracy, macro-F1, per-class precision and recall, and the confusion matrix on one split, or all rows."""
+    """Accuracy, macro-F1, per-class precision and recall, and the confusion matrix on one split, or all rows; with
+    several --dataset (or --group-by), one table row per domain with the baseline beside each."""
     quiet()
     from senti.core import layout
     from senti.toolkit.evaluate import evaluate_model, write_evaluation
 
+    datasets = dataset or []
     with user_errors():
         if output is not None:  # before the model loads: a run must not end in a write that cannot happen
             from senti.serving.streaming import check_output
 
             check_output(None, output, suffixes=(".json",))
-        result = evaluate_model(model, dataset, split.value, batch_size, trust_pickle, backend.value, baseline, seed)
+        if len(datasets) > 1 or group_by is not None:
+            from senti.toolkit.evaluate import evaluate_domains
+
+            report = evaluate_domains(model, datasets, split.value, batch_size, trust_pickle, backend.value,
+                                      baseline, seed, group_by)
+            _print_domains(report, output or model / layout.eval_domains(report["split"]))
+            return
+        result = evaluate_model(model, datasets[0] if datasets else None, split.value, batch_size, trust_pickle,
+                                backend.value, baseline, seed)
     output = output or model / layout.eval_results(split.value)
     write_evaluation(result, output)
     cut = f", seed {result['data']['seed']}" if "seed" in result["data"] else ""
@@ -82,4 +96,29 @@ def evaluate(
     for lab, row in zip(result["labels"], result["confusion_matrix"]):
         table.add_row(lab, *map(str, row))
     console.print(table)
+    console.print(f"written: {output}")
+
+
+def _print_domains(report: dict, output: Path) -> None:
+    """The per-domain table, and its record written to `output`."""
+    from senti.toolkit.records import DomainReport
+
+    DomainReport(**report).write_to(output)
+    table = Table(title=f"{report['split']} split per domain, scored by {report['backend']}")
+    for col in ("domain", "texts", "accuracy", "macro-F1", "baseline", "baseline F1", "model - baseline",
+                "seen in training"):
+        table.add_column(col, justify="right")
+    for name, r in report["domains"].items():
+        b = (r.get("baseline") or {}).get("scored")
+        seen = r.get("seen_in_training")
+        table.add_row(name, str(r["n"]), f"{r['accuracy']:.4f}", f"{r['macro_f1']:.4f}",
+                      f"{b['accuracy']:.4f}" if b else "-", f"{b['macro_f1']:.4f}" if b else "-",
+                      f"{r['accuracy'] - b['accuracy']:+.4f}" if b else "-",
+                      str(seen["texts"]) if seen else "-")
+    console.print(table)
+    first: dict = next(iter(report["domains"].values()), {})
+    if (first.get("baseline") or {}).get("model"):
+        b = first["baseline"]
+        console.print(f"baseline: {b['model']}, fitted once in {b['fit_seconds']:.0f} s on the model's "
+                      f"{b['train_rows']} training rows")
     console.print(f"written: {output}")

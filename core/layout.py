@@ -23,6 +23,11 @@ def eval_results(split: str) -> str:
     return f"eval_{split}.json"
 
 
+def eval_domains(split: str) -> str:
+    """`senti eval`'s default output inside the checkpoint when it scores several domains."""
+    return f"eval_domains_{split}.json"
+
+
 PADDLENLP_CONFIG = "config.json"  # written by PaddleNLP 2.8 save_pretrained
 PADDLENLP_SAFE_WEIGHTS = "model.safetensors"  # what senti writes: loading it cannot run code
 PADDLENLP_WEIGHTS = "model_state.pdparams"  # a pickle: loaded only when the user passes --trust-pickle

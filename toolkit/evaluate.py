@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -85,11 +86,11 @@ def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: s
     return rows, data
 
 
-def baseline_beside(where: Path, recipe, dataset: str | None, rows, labels: list[str],
+def baseline_beside(where: Path, recipe, dataset: str | None, scored: dict[str, list], labels: list[str],
                     seed: int | None = None) -> dict:
-    """The n-gram baseline fitted on the training split the model learned from (or, for a model that records
-    none, `dataset`'s cut with `seed`, as `rows` were), scored on `rows`: what the cheapest honest model gets on
-    the same texts."""
+    """The n-gram baseline fitted once on the training split the model learned from (or, for a model that records
+    none, `dataset`'s cut with `seed`, as the rows were), scored on each named set of rows: what the cheapest
+    honest model gets on the same texts."""
     from senti.core.errors import DataError
     from senti.toolkit.baseline import baseline_figures
     from senti.toolkit.data import recorded_splits
@@ -100,59 +101,117 @@ def baseline_beside(where: Path, recipe, dataset: str | None, rows, labels: list
         return {"model": None, "skipped": str(err)}
     train = [e for e in splits.train if e.label in labels]
     return baseline_figures([e.text for e in train], [e.label for e in train], labels,
-                            {"scored": ([e.text for e in rows], [e.label for e in rows])})
+                            {name: ([e.text for e in rows], [e.label for e in rows]) for name, rows in scored.items()})
 
 
-def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
-                        trust_pickle: bool = False, baseline: bool = True, seed: int | None = None) -> dict:
-    """Score a checkpoint on one split of the data it was trained on (cut as in training), of `dataset`,
-    or on every row (`split="all"`)."""
-    from senti.core.checkpoint import load_checkpoint
-    from senti.toolkit.batching import encode_texts
+class Scorer:
+    """A model as `senti eval` scores it: a checkpoint in the dynamic graph or an export folder with the runtime
+    that serves it (`backend`, default what `auto` picks: the accuracy of the deployed INT8 model)."""
 
-    model, tokenizer, meta = load_checkpoint(Path(model_dir), trust_pickle)
-    rows, data = _rows_to_score(meta.labels, meta.splits, dataset, split, Path(model_dir), seed)
-    encoded, truncated = encode_texts(tokenizer, [e.text for e in rows], meta.max_seq_len)
-    y_pred = predict_logits(model, encoded, batch_size).argmax(1)
-    gold = [meta.labels.index(e.label) for e in rows]
-    result = classification_metrics(gold, y_pred, meta.labels)
-    extra: dict = {"baseline": baseline_beside(Path(model_dir), meta.splits, dataset, rows, meta.labels, seed)} if baseline \
-        else {}
-    extra["seen_in_training"] = seen_figures(Path(model_dir), [e.text for e in rows], np.array(gold), y_pred)
-    return {**result, "dataset": data["dataset"], "split": split, "data": data, "truncated_texts": truncated,
-            "model": str(Path(model_dir).resolve()), "backend": "paddle dynamic graph", **extra}
+    def __init__(self, model_dir, batch_size: int = 64, trust_pickle: bool = False, backend: str = "auto"):
+        from senti.core import layout
+        from senti.core.artifacts import SplitRecipe
 
+        self.folder, self.batch_size = Path(model_dir), batch_size
+        self.predictor: Any = None
+        if (self.folder / layout.EXPORT_META).is_file():
+            from senti.serving import Predictor
 
-def evaluate_export(export_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
-                    backend: str = "auto", baseline: bool = True, seed: int | None = None) -> dict:
-    """Score an export folder with the runtime that serves it (`backend`, default what `auto` picks): the
-    accuracy of the model as deployed, INT8 included."""
-    from senti.core.artifacts import SplitRecipe
-    from senti.serving import Predictor
+            self.predictor = Predictor.load(model_dir, backend=backend)
+            self.labels, self.backend = self.predictor.labels, self.predictor.backend_name
+            self.recipe = SplitRecipe(**self.predictor.meta.data) if self.predictor.meta.data else None
+        else:
+            from senti.core.checkpoint import load_checkpoint
 
-    predictor = Predictor.load(export_dir, backend=backend)
-    recipe = SplitRecipe(**predictor.meta.data) if predictor.meta.data else None
-    rows, data = _rows_to_score(predictor.labels, recipe, dataset, split, Path(export_dir), seed)
-    logits, _, too_long = predictor.logits([e.text for e in rows], batch_size)
-    gold = [predictor.labels.index(e.label) for e in rows]
-    result = classification_metrics(gold, logits.argmax(1), predictor.labels)
-    extra: dict = {"baseline": baseline_beside(Path(export_dir), recipe, dataset, rows, predictor.labels, seed)} if baseline \
-        else {}
-    extra["seen_in_training"] = seen_figures(Path(export_dir), [e.text for e in rows], np.array(gold),
-                                             logits.argmax(1))
-    return {**result, **extra, "dataset": data["dataset"], "split": split, "data": data, "truncated_texts": int(sum(too_long)),
-            "model": str(Path(export_dir).resolve()), "backend": predictor.backend_name}
+            self.model, self.tokenizer, meta = load_checkpoint(self.folder, trust_pickle)
+            self.labels, self.backend, self.recipe = meta.labels, "paddle dynamic graph", meta.splits
+            self.max_seq_len = meta.max_seq_len
+
+    def predict(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        """(predicted label indices, how many texts were truncated)."""
+        if self.predictor is not None:
+            logits, _, too_long = self.predictor.logits(texts, self.batch_size)
+            return logits.argmax(1), int(sum(too_long))
+        from senti.toolkit.batching import encode_texts
+
+        encoded, truncated = encode_texts(self.tokenizer, texts, self.max_seq_len)
+        return predict_logits(self.model, encoded, self.batch_size).argmax(1), truncated
+
+    def score(self, rows) -> dict:
+        """Accuracy, macro-F1, per class, confusion matrix, truncation and the training-text overlap on `rows`."""
+        predicted, truncated = self.predict([e.text for e in rows])
+        gold = np.array([self.labels.index(e.label) for e in rows])
+        return {**classification_metrics(gold, predicted, self.labels), "truncated_texts": truncated,
+                "seen_in_training": seen_figures(self.folder, [e.text for e in rows], gold, predicted)}
 
 
 def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
                    trust_pickle: bool = False, backend: str = "auto", baseline: bool = True,
                    seed: int | None = None) -> dict:
-    """A checkpoint (dynamic graph) or an export folder (its serving runtime), whichever `model_dir` is."""
-    from senti.core import layout
+    """Score a checkpoint (dynamic graph) or an export folder (its serving runtime) on one split of the data it
+    was trained on (cut as in training), of `dataset`, or on every row (`split="all"`)."""
+    scorer = Scorer(model_dir, batch_size, trust_pickle, backend)
+    rows, data = _rows_to_score(scorer.labels, scorer.recipe, dataset, split, scorer.folder, seed)
+    result = scorer.score(rows)
+    if baseline:
+        record = baseline_beside(scorer.folder, scorer.recipe, dataset, {"scored": rows}, scorer.labels, seed)
+        result["baseline"] = record
+    return {**result, "dataset": data["dataset"], "split": split, "data": data,
+            "model": str(scorer.folder.resolve()), "backend": scorer.backend}
 
-    if (Path(model_dir) / layout.EXPORT_META).is_file():
-        return evaluate_export(model_dir, dataset, split, batch_size, backend, baseline, seed)
-    return evaluate_checkpoint(model_dir, dataset, split, batch_size, trust_pickle, baseline, seed)
+
+def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
+                        trust_pickle: bool = False, baseline: bool = True, seed: int | None = None) -> dict:
+    """`evaluate_model` for a checkpoint folder (the name senti's API has always had)."""
+    return evaluate_model(model_dir, dataset, split, batch_size, trust_pickle, "auto", baseline, seed)
+
+
+def domain_rows(datasets: list[str], split: str, labels: list[str], where: Path, recipe, seed: int | None = None,
+                group_by: str | None = None) -> dict[str, list]:
+    """{domain name: rows}: `split` of each dataset (named by its file or folder), or, with `group_by`, every row
+    of the one dataset file grouped by that column's value."""
+    if group_by is None:
+        names = [Path(d).name or d for d in datasets]
+        if len(set(names)) < len(names):
+            names = list(datasets)  # two folders of one name: the paths tell them apart
+        return {name: _rows_to_score(labels, recipe, d, split, where, seed)[0] for name, d in zip(names, datasets)}
+    from senti.core.errors import DataError
+    from senti.core.rows import read_rows
+
+    if len(datasets) != 1 or not Path(datasets[0]).is_file():
+        raise DataError("--group-by reads one labelled file: give exactly one --dataset FILE")
+    path = Path(datasets[0])
+    group_of: dict[str, str] = {}
+    for row in read_rows(path, with_labels=True, strict=True):
+        value = (row.record or {}).get(group_by)
+        if value is None:
+            raise DataError(f"{path}:{row.line}: no column '{group_by}' (--group-by)")
+        group_of[f"{path}:{row.line}"] = str(value)
+    groups: dict[str, list] = {}
+    for e in _rows_to_score(labels, None, str(path), "all", where)[0]:
+        groups.setdefault(group_of[e.where], []).append(e)
+    return dict(sorted(groups.items()))
+
+
+def evaluate_domains(model_dir, datasets: list[str], split: str = "test", batch_size: int = 64,
+                     trust_pickle: bool = False, backend: str = "auto", baseline: bool = True,
+                     seed: int | None = None, group_by: str | None = None) -> dict:
+    """One model on several domains: each dataset's `split` (or one file's rows grouped by `group_by`), with
+    accuracy, macro-F1, the baseline (fitted once, on the model's own training split) and how many texts the
+    model had seen, per domain. A shop running one model over many product kinds reads this table first."""
+    scorer = Scorer(model_dir, batch_size, trust_pickle, backend)
+    domains = domain_rows(datasets, split, scorer.labels, scorer.folder, scorer.recipe, seed, group_by)
+    record = baseline_beside(scorer.folder, scorer.recipe, datasets[0], domains, scorer.labels, seed) if baseline \
+        else None
+    results = {}
+    for name, rows in domains.items():
+        result = scorer.score(rows)
+        if record is not None:
+            result["baseline"] = {**{k: record[k] for k in ("model", "fit_seconds", "train_rows", "skipped")
+                                     if k in record}, **({"scored": record[name]} if name in record else {})}
+        results[name] = result
+    return {"model": str(scorer.folder.resolve()), "backend": scorer.backend, "split": "all" if group_by else split,
+            "group_by": group_by, "datasets": list(datasets), "domains": results}
 
 
 def choose_ngram_weight(model, dev_ids, dev_y) -> tuple[dict, np.ndarray]:

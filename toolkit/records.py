@@ -79,6 +79,26 @@ class DistillReport(ArtifactMeta):
 
 
 @dataclass
+class DomainReport(ArtifactMeta):
+    """`eval_domains_<split>.json` (`layout.eval_domains`): one model scored on several domains, each an entry of
+    `domains` shaped as `EvalRecord`'s figures, with the baseline (fitted once on the model's training split)."""
+
+    FILE: ClassVar[str] = layout.eval_domains("<split>")
+    KIND: ClassVar[str] = "domain evaluation"
+
+    model: str
+    backend: str
+    split: str
+    datasets: list[str]
+    domains: dict[str, dict]
+    group_by: str | None = None
+    meta_version: int = layout.META_VERSION
+
+    def write_to(self, path: Path) -> None:
+        write_json_atomic(path, self.to_json())
+
+
+@dataclass
 class EvalRecord(ArtifactMeta):
     """`eval_<split>.json` (`layout.eval_results`): one model scored on one split, or every labelled row of a file,
     with the n-gram baseline on the same texts."""

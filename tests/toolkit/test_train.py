@@ -355,5 +355,5 @@ def test_the_baseline_beside_another_dataset_never_trains_on_the_scored_texts(tm
         return {"model": "recorded"}
 
     monkeypatch.setattr(baseline, "baseline_figures", fit)
-    baseline_beside(tmp_path, None, str(other), scored, ["negative", "positive"], seed=5)
+    baseline_beside(tmp_path, None, str(other), {"scored": scored}, ["negative", "positive"], seed=5)
     assert fitted_on and not set(fitted_on) & {e.text for e in scored}

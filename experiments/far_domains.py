@@ -1,0 +1,128 @@
+"""The surge loop on far domains: a ChnSentiCorp model meets each online_shopping domain.
+
+    python experiments/far_domains.py --model CHECKPOINT --old ../shared/data/chnsenticorp \
+        --domains fruit,shampoo,... [--root ../shared/data/online_shopping] [--budget 400] \
+        [--strategies uncertainty,random] [--seeds 1,2,3] [--option NAME=VALUE ...] --output DIR
+
+For each domain: the model before the loop, the char n-gram baseline fitted on --old and fitted in-domain, all
+scored on the domain's dev and test splits (choices are made on dev; test is reported once).
+Then for each strategy and seed: `senti select`'s pick of --budget texts from the
+domain's training split (scored by the model), labelled with their gold labels (what the label page collects),
+`senti train --model CHECKPOINT --dataset PICKS --replay OLD` with senti's defaults (plus any --option), scored on
+both splits and on --old's dev split; and the n-gram baseline refitted on --old's training split plus the same
+picks (what a user would do in scikit-learn with the same labels). Writes DIR/report.json as it goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _option(text: str) -> tuple[str, object]:
+    name, _, value = text.partition("=")
+    return name, json.loads(value)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--old", required=True)
+    parser.add_argument("--root", default="../shared/data/online_shopping")
+    parser.add_argument("--domains", default="fruit,shampoo,clothes,tablets,phones,mengniu_dairy,water_heaters")
+    parser.add_argument("--budget", type=int, default=400)
+    parser.add_argument("--strategies", default="uncertainty,random")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--option", action="append", default=[], type=_option,
+                        help="a TrainConfig field for the loop's senti train, NAME=JSON (repeatable)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--output", required=True)
+    return parser
+
+
+def _write_tsv(path: Path, rows) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["label\ttext_a"] + [f"{e.label}\t{e.text.replace(chr(9), ' ')}" for e in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main(argv=None) -> dict:
+    args = _parser().parse_args(argv)
+    from senti.core.runtime import configure_runtime
+
+    configure_runtime(args.threads)
+    from senti.toolkit.logs import quiet_libraries
+
+    quiet_libraries()
+    from senti.core.checkpoint import load_checkpoint
+    from senti.toolkit.baseline import baseline_probabilities, fit_baseline
+    from senti.toolkit.batching import encode_texts
+    from senti.toolkit.config import TrainConfig
+    from senti.toolkit.data import load_splits
+    from senti.toolkit.evaluate import predict_logits
+    from senti.toolkit.selection import pick
+    from senti.toolkit.train import run_training
+
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    old = load_splits(args.old)
+    report: dict = {"model": args.model, "old": args.old, "budget": args.budget,
+                    "options": dict(args.option), "domains": {}}
+
+    def accuracy(checkpoint, rows) -> tuple[float, np.ndarray]:
+        model, tokenizer, meta = load_checkpoint(Path(checkpoint))
+        logits = predict_logits(model, encode_texts(tokenizer, [e.text for e in rows], meta.max_seq_len)[0])
+        gold = np.array([meta.labels.index(e.label) for e in rows])
+        return float((logits.argmax(1) == gold).mean()), logits
+
+    def baseline_accuracy(train_rows, rows, labels) -> float:
+        fitted = fit_baseline([e.text for e in train_rows], [e.label for e in train_rows], labels)
+        predicted = baseline_probabilities(fitted, [e.text for e in rows], len(labels)).argmax(1)
+        return float((predicted == np.array([labels.index(e.label) for e in rows])).mean())
+
+    labels = load_checkpoint(Path(args.model))[2].labels
+    for domain in args.domains.split(","):
+        splits = load_splits(str(Path(args.root) / domain))
+        scored = {name: splits.split(name) for name in ("dev", "test")}
+        _, pool_logits = accuracy(args.model, splits.train)
+        probs = np.exp(pool_logits - pool_logits.max(1, keepdims=True))
+        probs /= probs.sum(1, keepdims=True)
+        entry = {"texts": {k: len(v) for k, v in scored.items()}, "pool": len(splits.train),
+                 "before": {k: accuracy(args.model, v)[0] for k, v in scored.items()},
+                 "baseline_old": {k: baseline_accuracy(old.train, v, labels) for k, v in scored.items()},
+                 "baseline_in_domain": {k: baseline_accuracy(splits.train, v, labels) for k, v in scored.items()},
+                 "runs": []}
+        print(json.dumps({"domain": domain, **{k: v for k, v in entry.items() if k != "runs"}}), flush=True)
+        for strategy in args.strategies.split(","):
+            for seed in [int(s) for s in args.seeds.split(",")]:
+                picked = [splits.train[i] for i, _, _ in pick([e.text for e in splits.train], probs, labels,
+                                                               args.budget, strategy, seed=seed)]
+                picks = out / f"{domain}-{strategy}-{seed}.tsv"
+                _write_tsv(picks, picked)
+                ckpt = out / f"{domain}-{strategy}-{seed}"
+                started = time.perf_counter()
+                run_training(TrainConfig(model=args.model, dataset=str(picks), output_dir=str(ckpt), replay=args.old,
+                                         seed=seed, device="cpu", overwrite=True, threads=args.threads,
+                                         baseline=False, **dict(args.option)), say=lambda _: None)
+                run = {"strategy": strategy, "seed": seed, "train_s": round(time.perf_counter() - started, 1),
+                       "after": {k: accuracy(ckpt, v)[0] for k, v in scored.items()},
+                       "old_dev": accuracy(ckpt, old.dev)[0],
+                       "baseline_refit": {k: baseline_accuracy(old.train + picked, v, labels)
+                                          for k, v in scored.items()}}
+                entry["runs"].append(run)
+                print(json.dumps({"domain": domain, **run}), flush=True)
+                shutil.rmtree(ckpt)
+                report["domains"][domain] = entry
+                (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        report["domains"][domain] = entry
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    return report
+
+
+if __name__ == "__main__":
+    main()
