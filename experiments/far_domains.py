@@ -1,6 +1,6 @@
 """The surge loop on far domains: a ChnSentiCorp model meets each online_shopping domain.
 
-    python experiments/far_domains.py --model CHECKPOINT --old ../shared/data/chnsenticorp \
+    python -m experiments.far_domains --model CHECKPOINT --old ../shared/data/chnsenticorp \
         --domains fruit,shampoo,... [--root ../shared/data/online_shopping] [--budget 400] \
         [--strategies uncertainty,random] [--seeds 1,2,3] [--option NAME=VALUE ...] --output DIR
 

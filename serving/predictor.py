@@ -39,7 +39,7 @@ def text_problem(text) -> str | None:
         return f"not valid Unicode (lone surrogate U+{ord(text[err.start]):04X} at character {err.start})"
     return None
 # One CPU model call's fixed cost in padded tokens' worth of work: on random 32-text mixes of ChnSentiCorp
-# dev texts throughput was flat for 64-192 and best near 128 (python -m senti.benchmarks.experiments.batch_cut; README).
+# dev texts throughput was flat for 64-192 and best near 128 (python -m experiments.batch_cut; README).
 CPU_CALL_COST_TOKENS = 128
 
 

@@ -75,13 +75,14 @@ FORBIDDEN = {
     "export": ("senti.toolkit", "senti.benchmarks", "senti.cli"),
     "toolkit": ("senti.benchmarks", "senti.cli"),
     "benchmarks": ("senti.cli",),
+    "experiments": (),  # the scripts behind the results pages: any stage, but by the senti name like a user
 }
 BARE = ("core", "serving", "export", "toolkit", "benchmarks", "cli")
 
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_layers_import_only_downwards_and_only_by_the_senti_name(layer):
-    for path in sorted((ROOT / layer).glob("*.py")):
+    for path in sorted((ROOT / layer).rglob("*.py")):  # every folder level
         if path.name == "peer_worker.py":  # runs in the peer environment, without senti
             continue
         for name in _imports(path):
@@ -124,7 +125,7 @@ ARTIFACT_NAMES = _layout_file_names()
 
 def test_artifact_file_names_live_only_in_layout():
     for layer in ("core", "serving", "export", "toolkit", "benchmarks", "cli", "senti"):
-        for path in (ROOT / layer).glob("*.py"):
+        for path in (ROOT / layer).rglob("*.py"):
             if path.name == "layout.py":
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -197,6 +198,9 @@ def test_a_normal_install_holds_only_the_senti_namespace(tmp_path):
     assert tops == {"senti", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}, tops
     for package, _folder in PACKAGES.items():
         assert f"{package.replace('.', '/')}/__init__.py" in names, package
+    assert not [n for n in names if "experiments" in n]  # the results pages' scripts stay in the repository
+    for page in ("senti/serving/static/", "senti/toolkit/static/"):  # the pages' static files ship
+        assert any(n.startswith(page) for n in names), page
     site = tmp_path / "site"
     installed = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target",
                                 str(site), str(wheel)], capture_output=True, text=True, timeout=300)

@@ -1,6 +1,6 @@
 """Dev accuracy after fine-tuning against minutes of pretraining, from finished runs, with the n-gram baseline.
 
-    python -m senti.benchmarks.experiments.minutes_plot --point 0:runs/s5/scratch-256-e8b \\
+    python -m experiments.minutes_plot --point 0:runs/s5/scratch-256-e8b \\
         --point 25:runs/s5/D-256-e8 --point 102:runs/s5/P2-256-e8 --output docs/img/pretrain-minutes.png
 
 Each point is MINUTES:CHECKPOINT (a `senti train` output); its best dev accuracy and the baseline's come from its

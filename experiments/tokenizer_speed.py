@@ -1,6 +1,6 @@
 """Tokenizer cost per text, with the Rust tokenizer's own parallelism on and off, by batch size.
 
-    python -m senti.benchmarks.experiments.tokenizer_speed --model EXPORT --dataset D [--rounds 5]
+    python -m experiments.tokenizer_speed --model EXPORT --dataset D [--rounds 5]
 
 `tokenizers` runs `encode_batch` on a thread pool unless TOKENIZERS_PARALLELISM=false; the pool is fixed
 when the library first encodes, so each setting runs in its own process. Prints ms per text (median of
@@ -55,7 +55,7 @@ def main(argv=None) -> dict:
         return {}
     report = {}
     for setting in ("true", "false"):
-        run = subprocess.run([sys.executable, "-m", "senti.benchmarks.experiments.tokenizer_speed", "--model", args.model,
+        run = subprocess.run([sys.executable, "-m", "experiments.tokenizer_speed", "--model", args.model,
                               "--dataset", args.dataset, "--rounds", str(args.rounds), "--child"],
                              env={**os.environ, "TOKENIZERS_PARALLELISM": setting}, capture_output=True, text=True)
         report[setting] = json.loads(run.stdout.strip().splitlines()[-1])

@@ -1,6 +1,6 @@
 """Teacher against distilled student per text, same backend, same batches, one run.
 
-    python -m senti.benchmarks.experiments.student_speed --teacher T --student S --dataset D [--backends onnx,onnx-int8]
+    python -m experiments.student_speed --teacher T --student S --dataset D [--backends onnx,onnx-int8]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Dev accuracy after fine-tuning against minutes of pretraining: one fine-tune per snapshot of a `senti pretrain
 --snapshots` folder, plotted with the n-gram baseline as a line.
 
-    python -m senti.benchmarks.experiments.pretrain_curve --pretrained runs/pt/A --dataset ../shared/data/chnsenticorp \
+    python -m experiments.pretrain_curve --pretrained runs/pt/A --dataset ../shared/data/chnsenticorp \
         --output runs/curve [--epochs 1] [--lr 2e-4] [--every 2] [--threads 1]
 
 Writes OUTPUT/curve.json (one record per snapshot: step, pretraining minutes, dev accuracy) and curve.png.

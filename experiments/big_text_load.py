@@ -1,6 +1,6 @@
 """One-text latency of `senti serve` while clients send 1 MB texts, and the server's memory (issue 20).
 
-    python -m senti.benchmarks.experiments.big_text_load --model EXPORT [--clients 16] [--threads 1]
+    python -m experiments.big_text_load --model EXPORT [--clients 16] [--threads 1]
 
 Starts `senti serve --backend onnx` on loopback, times 20 one-text requests on a quiet server, then 10 while
 `--clients` clients each send a 1 MB text in a loop, and reports medians and the server's RSS (idle, peak,

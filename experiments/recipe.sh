@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The from-scratch recipe against the char n-gram baseline on ChnSentiCorp: each step is a senti command, its
 # output folder under $RUNS, its dev figures in metrics.json and its test figures in eval_test.json.
-# Usage: benchmarks/experiments/recipe.sh STEP [args]   (steps below; run them in order, or one at a time)
+# Usage: experiments/recipe.sh STEP [args]   (steps below; run them in order, or one at a time)
 set -euo pipefail
 SENTI=${SENTI:-.venv/bin/senti}
 DATA=${DATA:-../shared/data/chnsenticorp}

@@ -1,6 +1,6 @@
 """The README's screenshots of senti's pages, taken in headless Chromium (Debian's chromium, chromedriver).
 
-    python -m senti.benchmarks.experiments.page_screenshots --model EXPORT --pool TEXTS [--output-dir docs/img]
+    python -m experiments.page_screenshots --model EXPORT --pool TEXTS [--output-dir docs/img]
 
 Starts `senti serve --model EXPORT` on loopback, scores a few texts on `/` and shoots it and `/docs`; picks 40
 texts of TEXTS with `senti select`, starts `senti label` on them, answers three by keys and shoots the page.

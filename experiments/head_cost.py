@@ -1,6 +1,6 @@
 """CPU-seconds of exports scoring the same texts, interleaved in one process (what the n-gram head costs).
 
-    python -m senti.benchmarks.experiments.head_cost --model runs/s5/export-distill --model runs/s6/export-H
+    python -m experiments.head_cost --model runs/s5/export-distill --model runs/s6/export-H
         [--dataset ../shared/data/chnsenticorp] [--split dev] [--backend onnx-int8-static] [--rounds 5]
 
 Process CPU time, not wall time, so other jobs on a shared machine do not count; one thread per model; the

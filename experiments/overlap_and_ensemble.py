@@ -1,7 +1,7 @@
 """Where the baseline's lead comes from, on dev: accuracy on the dev texts that also occur in the training split
 against the others, for the n-gram baseline and each checkpoint; and each checkpoint mixed with the baseline.
 
-    python -m senti.benchmarks.experiments.overlap_and_ensemble --dataset ../shared/data/chnsenticorp CHECKPOINT...
+    python -m experiments.overlap_and_ensemble --dataset ../shared/data/chnsenticorp CHECKPOINT...
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """How much cutting mixed-length batches by padding cost helps, on batches shaped like a server's.
 
-    python -m senti.benchmarks.experiments.batch_cut --model EXPORT_OR_SHAPE --dataset D [--costs none,64,96,128,192]
+    python -m experiments.batch_cut --model EXPORT_OR_SHAPE --dataset D [--costs none,64,96,128,192]
 
 A server's batch is whatever arrived together: random texts, not length-sorted ones. This draws
 random 32-text mixes of dev texts and scores them with each `call_cost_tokens` in interleaved

@@ -1,6 +1,6 @@
 """Summarize recipe.sh's runs: best dev accuracy, test accuracy (eval_test.json), baseline, wall minutes.
 
-    python -m senti.benchmarks.experiments.recipe_table runs/recipe
+    python -m experiments.recipe_table runs/recipe
 """
 
 from __future__ import annotations

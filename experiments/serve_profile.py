@@ -1,6 +1,6 @@
 """Where `senti serve`'s CPU goes, and what a change did: this build against another one, same model, one run.
 
-    python -m senti.benchmarks.experiments.serve_profile --model EXPORT --dataset D [--before-tree DIR] [--py-spy PATH]
+    python -m experiments.serve_profile --model EXPORT --dataset D [--before-tree DIR] [--py-spy PATH]
 
 For each build: CPU-seconds per text of the server's process tree (the serve suite's harness: 32 loopback
 clients, requests of 4 texts, load generator in its own process) against the in-process Predictor, and with
