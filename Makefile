@@ -5,12 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN := runs/quickstart
 
-.PHONY: venv quickstart lint test clean peer-venv fastdeploy-check
+.PHONY: venv quickstart lint docs test clean peer-venv fastdeploy-check
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,scale]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,scale,docs]"
 	touch $@
 
 venv: $(BIN)/.installed
@@ -40,7 +40,11 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: venv lint
+# The documentation site (MkDocs, Material theme) into site/; strict: a broken link or a missing page fails.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: venv lint docs
 	$(BIN)/python -m pytest
 
 # Optional: PyTorch + transformers for senti bench's peer comparison, in their own environment
@@ -59,4 +63,4 @@ fastdeploy-check: venv
 	$(BIN)/python -m senti.benchmarks.fastdeploy_check --model $(RUN)/export --output runs/fastdeploy_check.json
 
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs .pytest_cache site

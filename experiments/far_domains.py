@@ -92,7 +92,7 @@ def main(argv=None) -> dict:
         _, pool_logits = accuracy(args.model, splits.train)
         probs = np.exp(pool_logits - pool_logits.max(1, keepdims=True))
         probs /= probs.sum(1, keepdims=True)
-        entry = {"texts": {k: len(v) for k, v in scored.items()}, "pool": len(splits.train),
+        entry: dict = {"texts": {k: len(v) for k, v in scored.items()}, "pool": len(splits.train),
                  "before": {k: accuracy(args.model, v)[0] for k, v in scored.items()},
                  "baseline_old": {k: baseline_accuracy(old.train, v, labels) for k, v in scored.items()},
                  "baseline_in_domain": {k: baseline_accuracy(splits.train, v, labels) for k, v in scored.items()},
