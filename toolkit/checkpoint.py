@@ -26,10 +26,21 @@ def versions() -> dict:
 
 
 def refuse_existing(out_dir: Path, overwrite: bool) -> None:
-    """A folder that already holds a checkpoint is replaced only when the user says so."""
-    if (Path(out_dir) / layout.CHECKPOINT_META).is_file() and not overwrite:
+    """A folder that already holds a checkpoint, or files that are not a senti run's (`layout.RUN_FILES`, hidden
+    work files, evaluation records), is written into only when the user says so: a run writes config.json,
+    vocab.txt and more, and would replace a user's files of those names."""
+    out = Path(out_dir)
+    if overwrite or not out.is_dir():
+        return
+    if (out / layout.CHECKPOINT_META).is_file():
         raise SentiError(f"{out_dir} already holds a checkpoint; pass --overwrite to replace it (nothing is written "
                          "over it until the new checkpoint is saved)")
+    foreign = sorted(p.name for p in out.iterdir() if not p.name.startswith(".") and p.name not in layout.RUN_FILES
+                     and not (p.name.startswith("eval_") and p.suffix == ".json"))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise SentiError(f"{out_dir} is not empty and not a senti run's folder ({shown}); a run would write over "
+                         "files of those names: choose a new or empty folder, or pass --overwrite")
 
 
 def save_checkpoint(model, tokenizer, out_dir: Path, meta: ArtifactMeta, config=None, extra=None) -> None:

@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from senti.core import layout
 from senti.core.errors import SentiError
 from senti.toolkit.distributed import ERROR_FILE, PEER_LOST, peer_lost
 
 JOIN_TIMEOUT_S = 300.0  # nodes started by hand on several machines may be minutes apart
-LAUNCH_LOGS = "launch_logs"
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def launch_training(config, devices: list[str], cluster: Cluster = Cluster()) ->
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     # Nodes sharing one output folder (a network file system) keep their logs apart.
-    log_dir = out / LAUNCH_LOGS / (f"node-{cluster.node_rank}" if cluster.several else "")
+    log_dir = out / layout.LAUNCH_LOGS / (f"node-{cluster.node_rank}" if cluster.several else "")
     log_dir.mkdir(parents=True, exist_ok=True)
     for stale in log_dir.glob(ERROR_FILE.format(rank="*")):
         stale.unlink()

@@ -357,3 +357,40 @@ def test_the_baseline_beside_another_dataset_never_trains_on_the_scored_texts(tm
     monkeypatch.setattr(baseline, "baseline_figures", fit)
     baseline_beside(tmp_path, None, str(other), {"scored": scored}, ["negative", "positive"], seed=5)
     assert fitted_on and not set(fitted_on) & {e.text for e in scored}
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+def test_a_folder_of_the_users_files_is_not_written_over_without_overwrite(tmp_path, command):
+    # A run writes config.json, vocab.txt and metrics.json: in a folder that holds the user's files of those names
+    # (and no senti run) they were silently replaced.
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    data = write_folder(tmp_path / "data", synthetic_rows(60, seed=1), synthetic_rows(20, seed=2))
+    mine = tmp_path / "u"
+    mine.mkdir()
+    (mine / "config.json").write_text('{"x":1}\n', encoding="utf-8")
+    (mine / "vocab.txt").write_text("words\n", encoding="utf-8")
+    args = {"train": ["train", "--model", "scratch:tiny", "--dataset", str(data), "--epochs", "1", "--no-baseline"],
+            "pretrain": ["pretrain", "--corpus", str(data), "--max-steps", "2", "--batch-size", "4"]}[command]
+    result = CliRunner().invoke(app, [*args, "--output-dir", str(mine)])
+    assert result.exit_code == 2, result.output
+    assert "is not empty and not a senti run's folder (config.json, vocab.txt)" in result.output
+    assert (mine / "config.json").read_text(encoding="utf-8") == '{"x":1}\n'
+    assert sorted(p.name for p in mine.iterdir()) == ["config.json", "vocab.txt"]
+    result = CliRunner().invoke(app, [*args, "--output-dir", str(mine), "--overwrite"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_folder_a_senti_run_left_is_its_own(tmp_path):
+    from senti.toolkit.checkpoint import refuse_existing
+
+    run = tmp_path / "run"
+    (run / layout.LAUNCH_LOGS / "node-0").mkdir(parents=True)
+    (run / layout.METRICS).write_text("{}", encoding="utf-8")
+    (run / ".senti.json.staging-1-x").mkdir()
+    refuse_existing(run, overwrite=False)  # an interrupted run's leftovers: a new run may write here
+    (run / "notes.md").write_text("mine", encoding="utf-8")
+    with pytest.raises(SentiError, match="not a senti run's folder"):
+        refuse_existing(run, overwrite=False)
