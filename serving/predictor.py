@@ -12,7 +12,7 @@ from senti.core.batching import logits_in_order, new_tally
 from senti.core.errors import ArtifactError, SentiError
 from senti.core.runtime import configure_runtime
 from senti.core.sequence import text_budget
-from senti.serving.tokenizer import FastTokenizer, head_chars
+from senti.serving.tokenizer import FastTokenizer, head_chars, read_limit
 
 LONG_TEXT_MODES = ("truncate", "window")
 # With long_text="window", a text may take at most this many model inputs: one huge text must not hold
@@ -203,7 +203,9 @@ class Predictor:
         over = self.window_problems(texts, [self._window_count(len(x)) for x in ids])
         if over:
             raise InvalidText(over)
-        too_long = [len(x) > text_budget(self.max_seq_len) for x in ids]
+        # cut by tokens, or by characters read (a text of mostly spaces: serving.tokenizer.read_limit)
+        too_long = [len(x) > text_budget(self.max_seq_len) or len(t) > read_limit(self._need())
+                    for x, t in zip(ids, texts)]
         pieces, owner = [], []
         for i, text_ids in enumerate(ids):
             for piece in self._pieces(text_ids):

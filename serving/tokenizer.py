@@ -25,6 +25,17 @@ def head_chars(need: int) -> int:
     return HEAD_CHARS_PER_TOKEN * need + HEAD_SLACK_CHARS
 
 
+# A text is never read past this many characters per token wanted: whitespace, control characters and other text
+# that makes no token cannot make a text cost more than that, whatever its bytes (a megabyte of spaces before one
+# word was tokenized whole). Real text takes 1 to 5 characters a token; a text cut here counts as truncated.
+MAX_CHARS_PER_TOKEN = 64
+
+
+def read_limit(need: int) -> int:
+    """The most characters of a text read when `need` tokens are wanted."""
+    return MAX_CHARS_PER_TOKEN * need + HEAD_SLACK_CHARS
+
+
 # paddlenlp's _is_symbol: any Unicode symbol, plus these code points.
 PADDLE_SYMBOLS = r"[\p{S}\x{00AD}\x{00B2}\x{00BA}\x{3007}\x{00B5}\x{00D8}\x{014B}\x{01B1}]"
 
@@ -94,8 +105,9 @@ class FastTokenizer:
 
     def encode_batch(self, texts: list[str], need: int | None = None) -> list[list[int]]:
         """Word-piece ids of each text, no special tokens (Rust, parallel). With `need`, a text longer than that
-        many tokens may come back cut after `need` + 1 or more exact tokens: only its head is read, so the
-        cost of a huge text is bounded by what the model can take, not by its size."""
+        many tokens may come back cut after `need` + 1 or more exact tokens: only its head is read, and never more
+        than `read_limit(need)` characters, so the cost of a huge text is bounded by what the model can take, not
+        by its size or by how much of it makes no token."""
         if need is None:
             return [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
         first = head_chars(need)
@@ -104,7 +116,7 @@ class FastTokenizer:
         for i, e in zip(short, self._tokenizer.encode_batch([texts[i] for i in short], add_special_tokens=False)):
             out[i] = e.ids
         for i in set(range(len(texts))) - set(short):
-            out[i] = self._head_ids(texts[i], need, first)
+            out[i] = self._head_ids(texts[i][: read_limit(need)], need, first)
         return out
 
     def _head_ids(self, text: str, need: int, limit: int) -> list[int]:

@@ -13,8 +13,9 @@ import pytest
 from helpers import EDGE_CASES, PARITY
 
 from senti.core.errors import ArtifactError, SentiError
+from senti.core.sequence import text_budget
 from senti.serving import Predictor
-from senti.serving.tokenizer import FastTokenizer
+from senti.serving.tokenizer import FastTokenizer, read_limit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -262,7 +263,9 @@ def test_a_long_text_is_read_only_as_far_as_the_model_can_use_and_its_ids_stay_e
     texts = [words, "好" * 500, "a" * 300 + " 好", "x" * 150 + "[MASK]" + "好" * 200, "好" + " " * 3000 + "差",
              "短文本", " ".join(t for _, t in PARITY[:30]), "[UNK]" * 100, "good" + "\u0301" * 400 + " bad"]
     for need in (5, 10, 37):
-        whole = tokenizer.encode_batch(texts)
+        # exact ids of what is read: the whole text, or its first read_limit(need) characters (a text of mostly
+        # spaces, whose tokens lie past that, counts as cut there)
+        whole = tokenizer.encode_batch([t[: read_limit(need)] for t in texts])
         heads = tokenizer.encode_batch(texts, need=need)
         for text, full, head in zip(texts, whole, heads):
             if len(full) <= need:
@@ -278,3 +281,27 @@ def test_a_long_text_is_read_only_as_far_as_the_model_can_use_and_its_ids_stay_e
     window = Predictor.load(_exported[0], backend="onnx", long_text="window", max_windows=3)
     with pytest.raises(SentiError, match="needs more than 3 windows, the most per text"):
         window.predict([huge])
+
+
+@pytest.mark.parametrize("filler", [" ", "\u200b", "\n\t"])
+def test_text_that_makes_no_token_cannot_dodge_the_cost_per_byte(_exported, filler):
+    # A megabyte of spaces (or zero-width spaces, or newlines) before one character made no token, so the head
+    # reader grew until it had tokenized the whole megabyte: 16 such requests held a one-worker server 3-14 s.
+    predictor = Predictor.load(_exported[0], backend="onnx")
+    read: list[int] = []
+    rust = predictor.tokenizer._tokenizer
+
+    class Recording:
+        def encode(self, text, **kw):
+            read.append(len(text))
+            return rust.encode(text, **kw)
+
+        def encode_batch(self, texts, **kw):
+            read.extend(len(t) for t in texts)
+            return rust.encode_batch(texts, **kw)
+
+    predictor.tokenizer._tokenizer = Recording()
+    [answer] = predictor.predict([filler * 1_040_000 + "好"])
+    limit = read_limit(text_budget(predictor.max_seq_len))
+    assert read and max(read) <= limit < 20_000
+    assert answer.truncated  # the model read only the head: the answer says so
