@@ -3,7 +3,6 @@ shared by `senti export` and the toolkit's eval, distillation and continued trai
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,14 +73,27 @@ def check_weights_format(path: Path, trust_pickle: bool = False) -> bool:
     return False
 
 
-def ngram_buckets(path: Path) -> int:
-    """The n-gram head's bucket count recorded in a model folder's config.json (0: no head; see core.ngram_head)."""
-    try:
-        config = json.loads((Path(path) / layout.PADDLENLP_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return 0  # the loader names what is wrong with the folder
-    value = config.get("ngram_buckets") if isinstance(config, dict) else None
-    return value if isinstance(value, int) and value > 0 else 0
+def model_config(path: Path, kind: str = "model folder") -> dict:
+    """A model folder's config.json read as untrusted input (inside the folder, bounded) and its numbers range-checked
+    (core.untrusted.check_model_config), before anything is built from it."""
+    from senti.core.untrusted import check_model_config, read_json_file
+
+    data = read_json_file(path, layout.PADDLENLP_CONFIG, "the model config", kind)
+    where = Path(path) / layout.PADDLENLP_CONFIG
+    if not isinstance(data, dict):
+        raise ArtifactError(f"{where}: not a model config (not a JSON object)")
+    check_model_config(data, where)
+    return data
+
+
+def model_files_inside(path: Path, kind: str) -> None:
+    """Refuse a folder whose vocabulary, tokenizer settings or weights lead out of it (a link to /etc/passwd)."""
+    from senti.core.untrusted import inside
+
+    for name, what in ((layout.VOCAB, "the vocabulary"), (layout.PADDLENLP_TOKENIZER_CONFIG, "the tokenizer config"),
+                       (layout.PADDLENLP_SAFE_WEIGHTS, "the weights"), (layout.PADDLENLP_WEIGHTS, "the weights")):
+        if (Path(path) / name).is_symlink() or (Path(path) / name).exists():
+            inside(path, name, what, kind)
 
 
 def load_checkpoint(path: Path, trust_pickle: bool = False):
@@ -90,11 +102,13 @@ def load_checkpoint(path: Path, trust_pickle: bool = False):
     Weights load from safetensors; a pickled `.pdparams` only with `trust_pickle`.
     """
     meta = read_meta(path)
+    config = model_config(path, "checkpoint folder")
+    model_files_inside(path, "checkpoint folder")
     safe = check_weights_format(path, trust_pickle)
     from paddlenlp.transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     try:
-        if ngram_buckets(path):
+        if isinstance(config.get("ngram_buckets"), int) and config["ngram_buckets"] > 0:
             from senti.core.ngram_head import model_class
 
             model = model_class().from_pretrained(str(path), use_safetensors=safe)

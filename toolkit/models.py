@@ -8,8 +8,9 @@ from collections import Counter
 from pathlib import Path
 
 from senti.core import layout
-from senti.core.checkpoint import load_checkpoint
+from senti.core.checkpoint import load_checkpoint, model_files_inside
 from senti.core.errors import SentiError
+from senti.core.sequence import text_windows
 
 # ERNIE shapes by name: layers, hidden size, attention heads, feed-forward size.
 SHAPES: dict[str, tuple[int, int, int, int]] = {
@@ -80,9 +81,10 @@ def build_char_vocab(texts, min_freq: int = 1) -> list[str]:
     basic = BasicTokenizer(do_lower_case=True)
     counts: Counter = Counter()
     for text in texts:
-        for token in basic.tokenize(text):
-            counts[token[0]] += 1
-            counts.update("##" + ch for ch in token[1:])
+        for window in text_windows(text):  # PaddleNLP's Python tokenizer held a 51 MB line as 17 M objects
+            for token in basic.tokenize(window):
+                counts[token[0]] += 1
+                counts.update("##" + ch for ch in token[1:])
     pieces = sorted((p for p, c in counts.items() if c >= min_freq), key=lambda p: (-counts[p], p))
     return SPECIAL_TOKENS + [p for p in pieces if p not in SPECIAL_TOKENS]
 
@@ -200,19 +202,21 @@ def is_checkpoint(path: Path) -> bool:
 
 
 def folder_config(path: Path) -> dict:
-    """A PaddleNLP folder's model config: `config.json`, or the older `model_config.json` (`init_args`)."""
+    """A PaddleNLP folder's model config: `config.json`, or the older `model_config.json` (`init_args`), read as
+    untrusted input and range-checked (core.untrusted) before anything is built from it."""
+    from senti.core.untrusted import check_model_config, read_json_file
+
     for name in (layout.PADDLENLP_CONFIG, layout.LEGACY_CONFIG):
         file = Path(path) / name
-        if file.is_file():
-            try:
-                data = json.loads(file.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError) as err:
-                raise SentiError(f"{file}: unreadable model config ({err})") from None
+        if file.is_file() or file.is_symlink():
+            data = read_json_file(Path(path), name, "the model config", "model folder")
             if isinstance(data, dict) and isinstance(data.get("init_args"), list) and data["init_args"] and \
                     isinstance(data["init_args"][0], dict):
                 data = {**data["init_args"][0], **{k: v for k, v in data.items() if k != "init_args"}}
             if not isinstance(data, dict) or "hidden_size" not in data or "vocab_size" not in data:
                 raise SentiError(f"{file}: not an ERNIE/BERT model config (no hidden_size or vocab_size)")
+            check_model_config(data, file)
+            model_files_inside(Path(path), "model folder")
             return data
     raise SentiError(f"{path}: not a model folder (no {layout.PADDLENLP_CONFIG} or {layout.LEGACY_CONFIG})")
 
@@ -277,7 +281,10 @@ def pretrained_folder(path: Path, model_class, trust_pickle: bool = False, label
     lower = True
     tokenizer_config = path / layout.PADDLENLP_TOKENIZER_CONFIG
     if tokenizer_config.is_file():
-        lower = bool(json.loads(tokenizer_config.read_text(encoding="utf-8")).get("do_lower_case", True))
+        from senti.core.untrusted import read_json_file
+
+        settings_file = read_json_file(path, layout.PADDLENLP_TOKENIZER_CONFIG, "the tokenizer config", "model folder")
+        lower = bool(settings_file.get("do_lower_case", True)) if isinstance(settings_file, dict) else True
     tokenizer = ErnieTokenizer(str(path / layout.VOCAB), do_lower_case=lower)
     rows = settings["vocab_size"]
     if len(tokenizer.vocab) != rows:

@@ -24,12 +24,12 @@ def read_hashes(folder: Path, name: str = layout.TRAIN_TEXT_HASHES) -> np.ndarra
     uint64 array."""
     import io
 
-    from senti.serving.export_folder import inside, read_bounded
+    from senti.core.untrusted import inside, read_bounded
 
     path = Path(folder) / name
     if not (path.is_file() or path.is_symlink()):
         return None
-    inside(folder, name, "text hashes")
+    inside(folder, name, "text hashes", "model folder")
     try:
         hashes = np.load(io.BytesIO(read_bounded(path, MAX_HASH_BYTES, "the text hashes")), allow_pickle=False)
     except ValueError as err:

@@ -300,7 +300,7 @@ def test_text_that_makes_no_token_cannot_dodge_the_cost_per_byte(_exported, fill
             read.extend(len(t) for t in texts)
             return rust.encode_batch(texts, **kw)
 
-    predictor.tokenizer._tokenizer = Recording()
+    predictor.tokenizer._tokenizer = Recording()  # type: ignore[assignment]
     [answer] = predictor.predict([filler * 1_040_000 + "好"])
     limit = read_limit(text_budget(predictor.max_seq_len))
     assert read and max(read) <= limit < 20_000

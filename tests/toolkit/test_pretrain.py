@@ -195,3 +195,34 @@ def test_two_process_data_parallel_pretraining_on_cpu(tmp_path):
     assert metrics["world_size"] == 2 and [s["step"] for s in metrics["steps"]] == list(range(1, 7))
     assert json.loads((out / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["steps"] == 6
     assert sorted(p.name for p in (out / "launch_logs").glob("workerlog.*")) == ["workerlog.0", "workerlog.1"]
+
+
+def test_one_long_line_is_tokenized_in_windows(tmp_path):
+    # One 51 MB line took 12 GB: the tokenizer's ids and offsets and jieba's words of the whole line at once.
+    # Now no call sees more than a window of it, and the line is still one text of the corpus.
+    from senti.core.sequence import WINDOW_CHARS, text_windows
+    from senti.serving.tokenizer import FastTokenizer
+    from senti.toolkit.corpus import tokenize_corpus
+
+    words = [t for _, t in synthetic_rows(2000, seed=7)]
+    line = " ".join(words)  # one text of ~40,000 characters, with spaces to cut at
+    corpus = tmp_path / "oneline.txt"
+    corpus.write_text(line + "\n" + "短的一行\n", encoding="utf-8")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set(line + "短的一行"))]) + "\n",
+                     encoding="utf-8")
+    tokenizer = FastTokenizer(vocab)
+    seen: list[int] = []
+    encode = tokenizer.encode_with_offsets
+
+    def recording(texts):
+        seen.extend(len(t) for t in texts)
+        return encode(texts)
+
+    tokenizer.encode_with_offsets = recording  # type: ignore[method-assign]
+    result = tokenize_corpus([str(corpus)], tokenizer, tmp_path / "cache", piece_len=126)
+    assert max(seen) <= WINDOW_CHARS and len(seen) > len(line) // WINDOW_CHARS
+    assert result.stats["texts"] == 2  # still one text (and its hash) for the long line
+    assert "".join(text_windows(line)) == line  # nothing lost between windows
+    whole = sum(len(ids) for ids, _ in encode([line, "短的一行"]))
+    assert result.stats["tokens"] == whole  # cut after spaces: the same tokens as the whole line

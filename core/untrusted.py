@@ -1,0 +1,113 @@
+"""Reading folders a user hands over (export folders, checkpoints, PaddleNLP model folders) as untrusted input.
+
+Every file is read from inside its folder only (no absolute path or symbolic link may lead out of it), only regular
+files of bounded size are read, JSON of bounded depth is parsed, and a model config's numbers are checked against
+ranges before anything is built from them: a `num_hidden_layers` of a million grew memory without limit, a
+`vocab.txt` linked to /etc/passwd was read. Every refusal is one line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from senti.core.errors import ArtifactError
+
+MAX_CONFIG_BYTES = 1 << 20  # a model config is a few kB
+MAX_JSON_DEPTH = 32  # senti's and PaddleNLP's files nest three or four levels
+
+# A model config's numbers and the range each may take: past ERNIE 3.0 xbase and BERT-large with room to spare.
+CONFIG_RANGES = {
+    "num_hidden_layers": (1, 64),
+    "hidden_size": (1, 8192),
+    "num_attention_heads": (1, 128),
+    "intermediate_size": (1, 32768),
+    "vocab_size": (1, 2_000_000),  # ngram_head's exact keys assume fewer than two million tokens
+    "max_position_embeddings": (1, 16384),
+    "type_vocab_size": (1, 64),
+    "task_type_vocab_size": (1, 64),
+    "num_labels": (1, 10_000),
+    "ngram_buckets": (0, 20_000_003),
+    "pad_token_id": (0, 2_000_000),
+}
+MAX_PARAMETERS = 2_000_000_000  # 8 GB of float32: more is not a model senti can train or serve on a CPU
+
+
+def inside(folder: Path, relative, what: str, kind: str = "export folder") -> Path:
+    """`folder / relative`, refused unless it is a regular file (or folder, for Paddle's) inside the folder once
+    every symbolic link is followed."""
+    root = Path(folder).resolve()
+    if not isinstance(relative, str) or not relative or Path(relative).is_absolute():
+        raise ArtifactError(f"{folder}: {what} {relative!r} must be a path inside the {kind}")
+    path = (root / relative).resolve()
+    if path != root and root not in path.parents:
+        raise ArtifactError(f"{folder}: {what} {relative!r} leads outside the {kind}")
+    if not path.exists():
+        raise ArtifactError(f"{folder}: {what} {relative} is missing")
+    if not (path.is_file() or path.is_dir()):
+        raise ArtifactError(f"{folder}: {what} {relative} is not a regular file")
+    return path
+
+
+def read_bounded(path: Path, limit: int, what: str, writer: str = "senti export") -> bytes:
+    with Path(path).open("rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise ArtifactError(f"{path}: {what} is larger than {limit >> 20} MB; not a file {writer} wrote")
+    return data
+
+
+def _depth(value, limit: int) -> bool:
+    """Whether parsed JSON nests deeper than `limit` (iteratively: no recursion to exhaust)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
+def parse_json(raw: bytes, where) -> object:
+    """JSON from bytes, refused in one line when it is not UTF-8, not JSON, or nested deeper than MAX_JSON_DEPTH."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ArtifactError(f"{where}: not UTF-8 text (byte {err.start})") from None
+    except RecursionError:
+        raise ArtifactError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except json.JSONDecodeError as err:
+        raise ArtifactError(f"{where}: not JSON ({err.msg} at line {err.lineno})") from None
+    if _depth(data, MAX_JSON_DEPTH):
+        raise ArtifactError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    return data
+
+
+def read_json_file(folder: Path, name: str, what: str, kind: str) -> object:
+    """A JSON file of `folder`, read as untrusted input (inside the folder, bounded, bounded depth)."""
+    path = inside(folder, name, what, kind)
+    return parse_json(read_bounded(path, MAX_CONFIG_BYTES, what, "senti or PaddleNLP"), path)
+
+
+def check_model_config(data: dict, where) -> None:
+    """Refuse, in one line, a model config whose numbers are not whole numbers in CONFIG_RANGES or would make a
+    model of more than MAX_PARAMETERS parameters: checked before anything is built from it."""
+    for key, (low, high) in CONFIG_RANGES.items():
+        if key not in data or data[key] is None:
+            continue
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ArtifactError(f"{where}: {key} {value!r} is not a whole number in [{low:,}, {high:,}]")
+    hidden, heads = data.get("hidden_size"), data.get("num_attention_heads")
+    if isinstance(hidden, int) and isinstance(heads, int) and hidden % heads:
+        raise ArtifactError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
+    h, layers = data.get("hidden_size") or 0, data.get("num_hidden_layers") or 0
+    ffn = data.get("intermediate_size") or 4 * h
+    parameters = ((data.get("vocab_size") or 0) + (data.get("max_position_embeddings") or 0)) * h + \
+        layers * (4 * h * h + 2 * h * ffn) + (data.get("ngram_buckets") or 0) * (data.get("num_labels") or 2)
+    if parameters > MAX_PARAMETERS:
+        raise ArtifactError(f"{where}: a model of {parameters:,} parameters (over {MAX_PARAMETERS:,}); not one senti "
+                            "can train or serve on a CPU")
