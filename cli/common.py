@@ -59,6 +59,9 @@ def run_data_parallel(config, device_ids: list[str], cluster) -> dict | None:
     config.device = launcher_device(config.device)
     where = f", node {cluster.node_rank} of {cluster.nnodes} (master {cluster.master})" if cluster.several else ""
     console.print(f"data-parallel {config.KIND} on {max(1, len(device_ids))} {config.device} worker(s){where}")
+    if cluster.several and cluster.node_rank == 0 and not cluster.on_loopback:
+        console.print(f"the meeting point {cluster.master} listens on {cluster.host} for the whole run, open to that "
+                      "network without authentication: keep it on a private network or behind a firewall")
     log_dir = launch_training(config, device_ids, cluster)
     if cluster.node_rank != 0:
         console.print(f"node {cluster.node_rank} done (logs in {log_dir}); node 0 wrote the output to "

@@ -142,3 +142,21 @@ def package_versions(names=RECORDED_PACKAGES) -> dict:
         except md.PackageNotFoundError:
             pass
     return found
+
+
+def die_with_parent(signum: int, parent_pid: int = 0) -> None:
+    """Have the kernel send `signum` to this process when its parent ends, however it ends (Linux's
+    PR_SET_PDEATHSIG; elsewhere nothing). `parent_pid`: the parent expected; if it is already gone (it died before
+    this call), end now."""
+    import ctypes
+    import ctypes.util
+    import signal as signals
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signum, 0, 0, 0)
+    if parent_pid and os.getppid() != parent_pid:
+        signals.raise_signal(signum)

@@ -23,6 +23,7 @@ from pathlib import Path
 from senti.core import layout
 from senti.core.errors import SentiError
 from senti.toolkit.distributed import ERROR_FILE, PEER_LOST, peer_lost
+from senti.toolkit.launcher import MASTER_HOST, PARENT_PID
 
 JOIN_TIMEOUT_S = 300.0  # nodes started by hand on several machines may be minutes apart
 
@@ -43,6 +44,10 @@ class Cluster:
         cluster scheduler sets them), else one node; a one-line error for what cannot work."""
         # a launched worker's own launcher variables are not for us
         env: Mapping[str, str] = {} if "PADDLE_TRAINER_ID" in os.environ else os.environ
+        if nnodes is None and "PADDLE_NNODES" not in env and (master is not None or node_rank is not None):
+            given = " and ".join(o for o, v in (("--master", master), ("--node-rank", node_rank)) if v is not None)
+            raise SentiError(f"{given} go with --nnodes N (the number of machines in the run); without it the run "
+                             "is one machine and they would be ignored")
         nnodes = nnodes if nnodes is not None else _env_int(env, "PADDLE_NNODES", 1)
         node_rank = node_rank if node_rank is not None else _env_int(env, "PADDLE_RANK", 0)
         master = master or env.get("PADDLE_MASTER") or None
@@ -55,13 +60,30 @@ class Cluster:
                 raise SentiError(f"--nnodes {nnodes} needs --master HOST:PORT (node 0's address, the same on every "
                                  "node)")
             host, _, port = master.rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise SentiError(f"--master {master}: expected HOST:PORT, e.g. 10.0.0.5:29500")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c in host for c in "/@?# "):
+                raise SentiError(f"--master {master}: expected HOST:PORT, e.g. 10.0.0.5:29500 (no scheme, no path)")
         return cls(nnodes, node_rank, master, JOIN_TIMEOUT_S if join_timeout is None else join_timeout)
 
     @property
     def several(self) -> bool:
         return self.nnodes > 1
+
+    @property
+    def host(self) -> str:
+        return (self.master or "").rpartition(":")[0]
+
+    @property
+    def port(self) -> int:
+        return int((self.master or "0").rpartition(":")[2])
+
+    @property
+    def on_loopback(self) -> bool:
+        import ipaddress
+
+        try:
+            return ipaddress.ip_address(self.host.strip("[]")).is_loopback
+        except ValueError:
+            return self.host == "localhost"
 
 
 def _env_int(env, name: str, default: int) -> int:
@@ -77,7 +99,7 @@ def _env_int(env, name: str, default: int) -> int:
 def launch_command(config_file: Path, devices: list[str], device: str, log_dir: Path,
                    cluster: Cluster = Cluster()) -> list[str]:
     """The launcher's command line for this node (gloo between CPU processes is the launcher's own choice)."""
-    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(log_dir)]
+    cmd = [sys.executable, "-m", "senti.toolkit.launcher", "--log_dir", str(log_dir)]  # Paddle's, bound and tied
     if cluster.several:
         cmd += ["--nnodes", str(cluster.nnodes), "--rank", str(cluster.node_rank), "--master", str(cluster.master)]
     if device == "cpu":  # the launcher counts CPU processes instead of device ids
@@ -99,11 +121,17 @@ def launch_training(config, devices: list[str], cluster: Cluster = Cluster()) ->
     log_dir.mkdir(parents=True, exist_ok=True)
     for stale in log_dir.glob(ERROR_FILE.format(rank="*")):
         stale.unlink()
-    with tempfile.NamedTemporaryFile("w", suffix=".json", dir=out, delete=False) as fh:
+    # hidden: a new run refuses a folder of files that are not a run's (toolkit.checkpoint.refuse_existing)
+    with tempfile.NamedTemporaryFile("w", prefix=".launch-", suffix=".json", dir=out, delete=False) as fh:
         json.dump({"kind": config.KIND, "settings": config.to_json()}, fh)
     config_file = Path(fh.name)
+    env = {**os.environ, PARENT_PID: str(os.getpid())}
+    if cluster.several:
+        env[MASTER_HOST] = cluster.host
+        if cluster.node_rank == 0:
+            refuse_taken_port(cluster)
     try:
-        code = _watch(launch_command(config_file, devices, config.device, log_dir, cluster), log_dir, cluster)
+        code = _watch(launch_command(config_file, devices, config.device, log_dir, cluster), log_dir, cluster, env)
     finally:
         config_file.unlink(missing_ok=True)
     if code != 0:
@@ -111,11 +139,21 @@ def launch_training(config, devices: list[str], cluster: Cluster = Cluster()) ->
     return log_dir
 
 
-def _watch(cmd: list[str], log_dir: Path, cluster: Cluster) -> int:
+def refuse_taken_port(cluster: Cluster) -> None:
+    """Node 0 hosts the rendezvous: a port another program holds would leave every node waiting to join."""
+    with socket.socket(socket.AF_INET6 if ":" in cluster.host else socket.AF_INET) as probe:
+        try:
+            probe.bind((cluster.host.strip("[]"), cluster.port))
+        except OSError as err:
+            raise SentiError(f"--master {cluster.master}: node 0 cannot listen there ({err.strerror}); another "
+                             "program holds the port, or the host is not this machine's") from None
+
+
+def _watch(cmd: list[str], log_dir: Path, cluster: Cluster, env: dict | None = None) -> int:
     """Run the launcher; stop it when the nodes have not all joined within the timeout, or when a worker has
     reported its error and the launcher lingers (it may wait on a master that is gone)."""
     with open(log_dir / "launcher.log", "ab") as launcher_log:
-        proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=launcher_log)
+        proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=launcher_log, env=env)
     started, failed_at = time.monotonic(), None
     try:
         while proc.poll() is None:

@@ -99,6 +99,13 @@ def _report_error(message: str) -> None:
 
 
 def _worker(config_file: str) -> None:
+    import signal
+
+    from senti.core.runtime import die_with_parent
+
+    # The launcher started this worker; should it die (senti killed outright ends it), so does the worker. SIGKILL:
+    # a worker waiting in a collective would not reach its next step boundary, and every save is an atomic rename.
+    die_with_parent(signal.SIGKILL)
     data = json.loads(Path(config_file).read_text(encoding="utf-8"))
     settings = data["settings"]
     try:

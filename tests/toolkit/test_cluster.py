@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -147,6 +148,10 @@ def test_an_unreachable_master_ends_with_one_line(reviews, tmp_path):
     (["--nnodes", "2", "--node-rank", "2", "--master", "127.0.0.1:1"], "--node-rank 2 is out of range for --nnodes 2"),
     (["--nnodes", "2", "--node-rank", "1"], "--nnodes 2 needs --master HOST:PORT"),
     (["--nnodes", "2", "--node-rank", "0", "--master", "nohost"], "--master nohost: expected HOST:PORT"),
+    (["--nnodes", "2", "--node-rank", "0", "--master", "http://127.0.0.1:29500"],
+     "--master http://127.0.0.1:29500: expected HOST:PORT"),  # passed the check, then failed in the worker
+    (["--master", "127.0.0.1:29500"], "--master go with --nnodes N"),  # silently ignored
+    (["--node-rank", "1"], "--node-rank go with --nnodes N"),
 ])
 def test_bad_cluster_options_are_one_line(options, message, reviews, tmp_path):
     result = subprocess.run(SENTI + ["train", "--dataset", str(reviews), "--output-dir", str(tmp_path / "m")] + options,
@@ -186,3 +191,69 @@ def test_two_nodes_pretrain_and_distill(tiny_checkpoint, tmp_path):
         assert metrics["world_size"] == 2 and [w["node"] for w in workers] == [0, 1]
         assert workers[0]["weights_sha256"] == workers[1]["weights_sha256"]
         assert json.loads((out / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["parallel"]["nodes"] == 2
+
+
+def _listening(pid_tree: list[psutil.Process], port: int) -> list[str]:
+    """The addresses processes of the tree listen on at `port`."""
+    found = []
+    for proc in pid_tree:
+        try:
+            found += [c.laddr.ip for c in proc.net_connections(kind="tcp")
+                      if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def test_the_rendezvous_listens_only_on_the_host_given(reviews, tmp_path):
+    # --master 127.0.0.1:PORT opened 0.0.0.0:PORT, unauthenticated, for the whole run.
+    port = free_port()
+    procs = _start_nodes(["train", "--dataset", str(reviews), "--output-dir", str(tmp_path / "m"), "--join-timeout",
+                          "60"], port, nodes=(0,))
+    try:
+        deadline, addresses = time.monotonic() + 60, []
+        while not addresses and time.monotonic() < deadline:
+            root = psutil.Process(procs[0].pid)
+            addresses = _listening([root, *root.children(recursive=True)], port)
+            time.sleep(0.3)
+        assert addresses == ["127.0.0.1"], addresses
+    finally:
+        _kill_tree(procs[0].pid)
+        procs[0].communicate()
+
+
+def test_a_master_port_another_program_holds_is_said(reviews, tmp_path):
+    # It said "not all 2 nodes joined" after the join timeout.
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        started = time.monotonic()
+        code, _, stderr = _finish(_start_nodes(["train", "--dataset", str(reviews), "--output-dir",
+                                                str(tmp_path / "m")], port, nodes=(0,)), 120)[0]
+    assert code == 2 and time.monotonic() - started < 60
+    assert stderr.strip().splitlines()[-1].startswith(f"error: --master 127.0.0.1:{port}: node 0 cannot listen there")
+
+
+def test_a_killed_run_leaves_no_worker_behind(tmp_path):
+    # kill -9 of senti left Paddle's launcher and its workers training, in sessions of their own, for as long as
+    # the run would have lasted.
+    data = write_folder(tmp_path / "d", synthetic_rows(4000, seed=1), synthetic_rows(64, seed=2))
+    proc = subprocess.Popen(SENTI + ["train", "--dataset", str(data), "--output-dir", str(tmp_path / "m"),
+                                     "--epochs", "20", "--devices", "0,1", "--device", "cpu", "--threads", "1",
+                                     "--no-baseline", "--ngram-buckets", "0"],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline, tree = time.monotonic() + 120, []
+    while time.monotonic() < deadline:  # senti, the launcher and both workers
+        tree = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                if "distributed.py" in " ".join(p.cmdline()) and "senti.toolkit.launcher" not in p.cmdline()]
+        if len(tree) == 2:
+            break
+        time.sleep(0.5)
+    assert len(tree) == 2, "the workers did not start"
+    everything = psutil.Process(proc.pid).children(recursive=True)
+    os.killpg(proc.pid, signal.SIGKILL)  # senti's process group, as a terminal's kill would
+    proc.wait()
+    gone, alive = psutil.wait_procs(everything, timeout=30)
+    assert not alive, [" ".join(p.cmdline())[:120] for p in alive]
