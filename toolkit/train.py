@@ -54,6 +54,7 @@ class TrainRun(ClassifierRun):
         self.train_ids, train_cut = encode_texts(tokenizer, [e.text for e in train_rows], config.max_seq_len)
         self.dev_ids, dev_cut = encode_texts(tokenizer, [e.text for e in splits.dev], config.max_seq_len)
         self.train_y = np.array([label_id[e.label] for e in train_rows], dtype=np.int64)
+        self.class_weight = balanced_weights(self.train_y, len(labels)) if config.class_weights == "balanced" else None
         self.dev_y = np.array([label_id[e.label] for e in splits.dev], dtype=np.int64)
         self.model, self.tokenizer, self.labels = model, tokenizer, labels
         self.train_hashes = training_hashes([e.text for e in train_rows], config.model)
@@ -88,11 +89,18 @@ class TrainRun(ClassifierRun):
 
         input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(self.train_ids, index))
         gold = paddle.to_tensor(self.train_y[index])
-        losses = {suffix: F.cross_entropy(logits.astype("float32"), gold)
+        weight = None if self.class_weight is None else paddle.to_tensor(self.class_weight)
+        losses = {suffix: F.cross_entropy(logits.astype("float32"), gold, weight=weight)
                   for suffix, logits in self.sides(input_ids, token_type_ids).items()}
         if len(losses) == 1:
             return losses[""], None
         return sum(losses.values()), {"ernie" if not s else s.strip("_"): float(v) for s, v in losses.items()}
+
+
+def balanced_weights(y: np.ndarray, k: int) -> np.ndarray:
+    """scikit-learn's "balanced" class weights: n / (k x rows of the class); a class with no row gets 1."""
+    counts = np.bincount(y, minlength=k).astype(np.float32)
+    return np.where(counts > 0, len(y) / (k * np.maximum(counts, 1)), 1.0).astype(np.float32)
 
 
 def run_training(config: TrainConfig, say=print, progress=None) -> dict:

@@ -211,7 +211,7 @@ def test_the_rendezvous_listens_only_on_the_host_given(reviews, tmp_path):
     procs = _start_nodes(["train", "--dataset", str(reviews), "--output-dir", str(tmp_path / "m"), "--join-timeout",
                           "60"], port, nodes=(0,))
     try:
-        deadline, addresses = time.monotonic() + 60, []
+        deadline, addresses = time.monotonic() + 60, list[str]()
         while not addresses and time.monotonic() < deadline:
             root = psutil.Process(procs[0].pid)
             addresses = _listening([root, *root.children(recursive=True)], port)
