@@ -394,3 +394,23 @@ def test_a_folder_a_senti_run_left_is_its_own(tmp_path):
     (run / "notes.md").write_text("mine", encoding="utf-8")
     with pytest.raises(SentiError, match="not a senti run's folder"):
         refuse_existing(run, overwrite=False)
+
+
+def test_balanced_class_weights_follow_scikit_learns_rule():
+    from sklearn.utils.class_weight import compute_class_weight
+
+    from senti.toolkit.train import balanced_weights
+
+    y = np.array([0] * 90 + [1] * 8 + [2] * 2)
+    expected = compute_class_weight("balanced", classes=np.arange(3), y=y)
+    assert np.allclose(balanced_weights(y, 3), expected)
+    assert balanced_weights(np.array([0, 0, 1]), 3)[2] == 1.0  # a class with no training row
+    with pytest.raises(SentiError, match="class_weights must be one of none, balanced"):
+        TrainConfig(model="scratch:tiny", dataset="d", output_dir="o", class_weights="inverse")
+
+
+def test_balanced_class_weights_train_and_are_recorded(tmp_path):
+    rows = synthetic_rows(300, classes=EMOTIONS, seed=4)
+    data = write_folder(tmp_path / "data", rows, synthetic_rows(60, classes=EMOTIONS, seed=5))
+    train_tiny(tmp_path / "ckpt", data, epochs=1, class_weights="balanced")
+    assert TrainConfig.load(tmp_path / "ckpt" / layout.TRAIN_CONFIG).class_weights == "balanced"
