@@ -212,13 +212,9 @@ class ArtifactMeta:
     @classmethod
     def parse(cls, raw: bytes, where: str):
         """The schema from a file's bytes (for a reader that keeps them, to hash what it loaded)."""
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ArtifactError(f"{where}: unreadable {cls.KIND} metadata ({err})") from None
-        except RecursionError:
-            raise ArtifactError(f"{where}: unreadable {cls.KIND} metadata (nested too deeply)") from None
-        return cls.from_json(data, where)
+        from senti.core.untrusted import parse_json
+
+        return cls.from_json(parse_json(raw, where, f"{cls.KIND} metadata"), where)
 
     def to_json(self) -> dict:
         data = asdict(self)

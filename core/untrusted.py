@@ -71,25 +71,29 @@ def _depth(value, limit: int) -> bool:
     return False
 
 
-def parse_json(raw: bytes, where) -> object:
-    """JSON from bytes, refused in one line when it is not UTF-8, not JSON, or nested deeper than MAX_JSON_DEPTH."""
+def parse_json(raw: bytes, where, what: str = "JSON") -> object:
+    """JSON from bytes, refused in one line (`WHERE: unreadable WHAT (why)`) when it is not UTF-8, not JSON, or
+    nested deeper than MAX_JSON_DEPTH."""
+    def refuse(why: str) -> ArtifactError:
+        return ArtifactError(f"{where}: unreadable {what} ({why})")
+
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise ArtifactError(f"{where}: not UTF-8 text (byte {err.start})") from None
+        raise refuse(f"not UTF-8 text, byte {err.start}") from None
     except RecursionError:
-        raise ArtifactError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+        raise refuse(f"nested too deeply, over {MAX_JSON_DEPTH} levels") from None
     except json.JSONDecodeError as err:
-        raise ArtifactError(f"{where}: not JSON ({err.msg} at line {err.lineno})") from None
+        raise refuse(f"not JSON: {err.msg} at line {err.lineno}") from None
     if _depth(data, MAX_JSON_DEPTH):
-        raise ArtifactError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        raise refuse(f"nested too deeply, over {MAX_JSON_DEPTH} levels")
     return data
 
 
 def read_json_file(folder: Path, name: str, what: str, kind: str) -> object:
     """A JSON file of `folder`, read as untrusted input (inside the folder, bounded, bounded depth)."""
     path = inside(folder, name, what, kind)
-    return parse_json(read_bounded(path, MAX_CONFIG_BYTES, what, "senti or PaddleNLP"), path)
+    return parse_json(read_bounded(path, MAX_CONFIG_BYTES, what, "senti or PaddleNLP"), path, what.removeprefix("the "))
 
 
 def check_model_config(data: dict, where) -> None:

@@ -34,7 +34,11 @@ def read_meta(export_dir: Path) -> tuple[ExportMeta, bytes]:
     sample = meta.parity_sample
     if not isinstance(sample, dict) or not sample.get("texts") or not isinstance(sample.get("logits"), list):
         raise ArtifactError(f"{path}: no parity sample to check the model against; re-export it with this senti")
-    if "labels" in sample and sample["labels"] != meta.labels:
+    # The labels recorded beside the parity answers are what a swap of the label names cannot pass: a folder
+    # without them is refused (a check skipped when its evidence is missing let a swapped folder serve inverted).
+    if "labels" not in sample:
+        raise ArtifactError(f"{path}: no labels recorded with the parity answers; re-export it with this senti")
+    if sample["labels"] != meta.labels:
         raise ArtifactError(f"{path}: labels {meta.labels} differ from those recorded with the parity answers "
                             f"{sample['labels']}")
     return meta, raw

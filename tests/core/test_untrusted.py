@@ -32,9 +32,9 @@ def test_a_normal_config_passes_and_each_number_out_of_range_is_named():
 
 
 def test_deep_or_broken_json_is_one_line():
-    with pytest.raises(ArtifactError, match=f"nested deeper than {MAX_JSON_DEPTH}"):
+    with pytest.raises(ArtifactError, match=f"nested too deeply, over {MAX_JSON_DEPTH} levels"):
         parse_json(b"[" * 100_000 + b"]" * 100_000, "deep.json")
-    with pytest.raises(ArtifactError, match=f"nested deeper than {MAX_JSON_DEPTH}"):
+    with pytest.raises(ArtifactError, match=f"nested too deeply, over {MAX_JSON_DEPTH} levels"):
         nested: list = [1]
         for _ in range(MAX_JSON_DEPTH + 1):
             nested = [nested]
@@ -75,7 +75,7 @@ def test_senti_train_refuses_a_crafted_paddlenlp_folder_in_one_line(tmp_path, cr
     assert result.exit_code == 2, result.output
     expected = {"layers": "num_hidden_layers 1000000 is not a whole number",
                 "vocab_link": "the vocabulary 'vocab.txt' leads outside the model folder",
-                "deep": "JSON nested deeper than"}[craft]
+                "deep": "unreadable model config (nested too deeply"}[craft]
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and expected in errors[0] and "Traceback" not in result.output, result.output
 

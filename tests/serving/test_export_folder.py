@@ -68,6 +68,10 @@ CASES = {  # name: (change, backend, what the one-line error must say)
     "one label": (edit_meta(lambda m: m.__setitem__("labels", ["only"])), "onnx", "two or more distinct"),
     "repeated label": (edit_meta(lambda m: m.__setitem__("labels", ["pos", "pos"])), "onnx", "two or more distinct"),
     "labels swapped": (edit_meta(lambda m: m["labels"].reverse()), "onnx", "differ from those recorded"),
+    # the evidence of a swap deleted with it: it loaded and served every answer inverted
+    "labels swapped, parity labels removed": (edit_meta(lambda m: (m["labels"].reverse(),
+                                                                   m["parity_sample"].pop("labels"))), "onnx",
+                                              "no labels recorded with the parity answers"),
     "max_seq_len past the positions": (edit_meta(lambda m: m.__setitem__("max_seq_len", 1024)), "onnx",
                                        "cannot read max_seq_len 1024"),
     "onnx truncated": (lambda f: (f / "model.onnx").write_bytes((f / "model.onnx").read_bytes()[:5000]), "onnx",
