@@ -218,3 +218,57 @@ def test_a_huge_text_scrolls_and_markup_stays_text(tmp_path, browser, label_serv
     assert browser.find_element(By.ID, "text").text == hostile and browser.title == "senti label"
     assert not browser.find_elements(By.CSS_SELECTOR, "#text b, #text script")
     assert [r["label"] for r in log_lines(tmp_path / "labels.jsonl")] == ["positive"]
+
+
+def test_a_tab_takes_back_its_own_answer_not_another_tabs(tmp_path):
+    # Within one server, tab A's undo took back tab B's answer (the most recent of all).
+    picks, _ = picks_file(tmp_path / "picks.jsonl", n=6)
+    job = LabelJob(read_picks(picks), ["negative", "positive"], tmp_path / "labels.jsonl")
+    job.answer("tab-a", job.next_for("tab-a").id, "label", "positive")  # r0 by A
+    job.answer("tab-b", job.next_for("tab-b").id, "label", "negative")  # r1 by B, the most recent
+    assert job.undo("tab-a").id == "r0"
+    assert job.last["r1"]["answer"] == "label" and job.done() == 1
+    assert job.undo("tab-c") is None  # a tab with no answer of its own takes back nobody's
+
+
+def test_two_label_servers_on_one_file_are_refused(tmp_path):
+    # Both started, both handed out the first text, both appended: the later answer silently won.
+    import sys
+
+    picks, _ = picks_file(tmp_path / "picks.jsonl", n=6)
+    log = tmp_path / "labels.jsonl"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from senti.toolkit.labeling import LabelJob, read_picks; from pathlib import Path; "
+        f"job = LabelJob(read_picks(Path({str(picks)!r})), ['negative', 'positive'], Path({str(log)!r})); "
+        "print('ready', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        with pytest.raises(DataError, match="another senti label is writing to this file"):
+            LabelJob(read_picks(picks), ["negative", "positive"], log)
+    finally:
+        holder.kill()
+        holder.wait()
+    LabelJob(read_picks(picks), ["negative", "positive"], log)  # free again once the other is gone
+
+
+def test_resume_is_linear_in_the_log_and_a_bad_byte_is_one_line(tmp_path):
+    # 40,000 lines took 32 s to resume (a list searched and cut per line); 400,000 never started serving.
+    n = 20_000
+    picks = tmp_path / "picks.jsonl"
+    picks.write_text("".join(json.dumps({"id": f"r{i}", "text": f"评论{i}"}, ensure_ascii=False) + "\n"
+                             for i in range(n)), encoding="utf-8")
+    log = tmp_path / "labels.jsonl"
+    with log.open("w", encoding="utf-8") as fh:
+        for label in ("positive", "negative"):  # every text labelled, then every label changed: 40,000 lines
+            for i in range(n):
+                fh.write(json.dumps({"id": f"r{i}", "text": f"评论{i}", "label": label, "answer": "label"},
+                                    ensure_ascii=False) + "\n")
+    started = time.perf_counter()
+    job = LabelJob(read_picks(picks), ["negative", "positive"], log)
+    assert time.perf_counter() - started < 5 and job.done() == n and job.next_for("t") is None
+    assert job.recent(2) == [{"id": f"r{n - 1}", "text": f"评论{n - 1}", "label": "negative", "answer": "label"},
+                             {"id": f"r{n - 2}", "text": f"评论{n - 2}", "label": "negative", "answer": "label"}]
+    with log.open("ab") as fh:
+        fh.write(b'{"id": "r1", "text": "\xff", "label": "positive", "answer": "label"}\n')
+    with pytest.raises(DataError, match=f"{log}:{2 * n + 1}: not valid UTF-8"):
+        LabelJob(read_picks(picks), ["negative", "positive"], log)
