@@ -1,0 +1,98 @@
+"""examples/node: a senti export scored from Node.js (onnxruntime-node, tokenizers.js) gives senti.serving's answers.
+
+The example's npm dependencies are installed by the test from its lockfile (npm reaches the registry here and in
+CI); the whole file is skipped, with the reason, where `node` or `npm` is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import EDGE_CASES, PARITY, synthetic_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "node"
+
+if not (shutil.which("node") and shutil.which("npm")):
+    pytest.skip("node and npm are not installed: the Node.js example cannot run", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def node_example(tmp_path_factory) -> Path:
+    """A copy of examples/node with its locked dependencies installed."""
+    folder = tmp_path_factory.mktemp("node")
+    for name in ("package.json", "package-lock.json", ".npmrc", "senti.mjs", "cli.mjs"):
+        shutil.copy(EXAMPLE / name, folder / name)
+    done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=folder, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder
+
+
+def synthetic_texts(n: int = 1000, seed: int = 11) -> list[str]:
+    """Short and long reviews, mixed scripts, emoji, whitespace, empty and text that makes no token."""
+    rng = random.Random(seed)
+    reviews = [t for _, t in synthetic_rows(400, seed=seed)]
+    pieces = reviews + ["Great value!", "café naïve ÉCOLE", "😀👍🏽", "１２３ＡＢＣ", "[MASK] 好", "￥99 ×2 ～"] + EDGE_CASES
+    texts = ["", " ", "\n\t", "好", " " * 20_000 + "差评", "\u200b" * 9_000 + "好评"]
+    while len(texts) < n:
+        k = rng.choice((1, 1, 2, 3, 40))  # now and then far past max_seq_len
+        texts.append(rng.choice(("", " ", "  \n")).join(rng.choice(pieces) for _ in range(k)))
+    return texts[:n]
+
+
+def node_answers(example: Path, export: Path, texts: list[str], fmt: str) -> list[dict]:
+    done = subprocess.run(["node", str(example / "cli.mjs"), str(export), "--format", fmt],
+                          input="".join(json.dumps(t, ensure_ascii=False) + "\n" for t in texts), capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "onnx-int8-static"])
+def test_node_scores_as_senti_serving_does(node_example, _exported, fmt):
+    from senti.serving import Predictor
+
+    export, _ = _exported
+    predictor = Predictor.load(export, backend=fmt, threads=1)
+    meta = json.loads((export / "export.json").read_text(encoding="utf-8"))
+    texts = meta["parity_sample"]["texts"] + [t for _, t in PARITY] + synthetic_texts()
+    python = predictor.predict(texts, batch_size=1)
+    node = node_answers(node_example, export, texts, fmt)
+    assert len(node) == len(texts)
+    assert [a["label"] for a in node] == [p.label for p in python]
+    assert [a["truncated"] for a in node] == [p.truncated for p in python]
+    got = np.array([[a["probabilities"][lab] for lab in predictor.labels] for a in node])
+    want = np.array([[p.probabilities[lab] for lab in predictor.labels] for p in python])
+    # fp32 within the export's parity tolerance; the INT8 model's kernels differ a little between ORT builds
+    assert np.abs(got - want).max() <= (1e-4 if fmt == "onnx" else 1e-3), np.abs(got - want).max()
+
+
+def test_node_refuses_what_senti_serving_refuses(node_example, _exported, tmp_path):
+    export, _ = _exported
+    swapped = tmp_path / "swapped"
+    shutil.copytree(export, swapped)
+    meta = json.loads((swapped / "export.json").read_text(encoding="utf-8"))
+    meta["labels"].reverse()  # the label names swapped: every answer would be inverted
+    (swapped / "export.json").write_text(json.dumps(meta), encoding="utf-8")
+    done = subprocess.run(["node", str(node_example / "cli.mjs"), str(swapped)], input="好\n", capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "differ from those recorded with the parity answers" in done.stderr
+    reversed_vocab = tmp_path / "vocab"
+    shutil.copytree(export, reversed_vocab)
+    tokenizer = json.loads((reversed_vocab / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = tokenizer["model"]["vocab"]
+    plain = sorted((t for t in vocab if not t.startswith("[")), key=vocab.get)
+    for token, new_id in zip(plain, sorted((vocab[t] for t in plain), reverse=True)):
+        vocab[token] = new_id
+    (reversed_vocab / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False), encoding="utf-8")
+    done = subprocess.run(["node", str(node_example / "cli.mjs"), str(reversed_vocab)], input="好\n",
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "does not reproduce its recorded parity answers" in done.stderr
