@@ -27,7 +27,7 @@ if not (shutil.which("node") and shutil.which("npm")):
 def node_example(tmp_path_factory) -> Path:
     """A copy of examples/node with its locked dependencies installed."""
     folder = tmp_path_factory.mktemp("node")
-    for name in ("package.json", "package-lock.json", ".npmrc", "senti.mjs", "cli.mjs"):
+    for name in ("package.json", "package-lock.json", ".npmrc", "senti.mjs", "cli.mjs", "server.mjs"):
         shutil.copy(EXAMPLE / name, folder / name)
     done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=folder, capture_output=True, text=True,
                           timeout=600)
@@ -96,3 +96,34 @@ def test_node_refuses_what_senti_serving_refuses(node_example, _exported, tmp_pa
     done = subprocess.run(["node", str(node_example / "cli.mjs"), str(reversed_vocab)], input="好\n",
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "does not reproduce its recorded parity answers" in done.stderr
+
+
+def test_the_node_http_handler_answers_like_senti_serving(node_example, _exported):
+    import time
+
+    import httpx
+    from helpers import free_port
+
+    from senti.serving import Predictor
+
+    export, _ = _exported
+    port = free_port()
+    server = subprocess.Popen(["node", str(node_example / "server.mjs"), str(export), str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None and server.stdout.readline().startswith("listening on 127.0.0.1")
+        texts = [t for _, t in PARITY[:20]]
+        answer = httpx.post(f"http://127.0.0.1:{port}/v1/predict", json={"texts": texts}, timeout=60)
+        assert answer.status_code == 200
+        python = Predictor.load(export, backend="onnx-int8-static").predict(texts)
+        assert [p["label"] for p in answer.json()["predictions"]] == [p.label for p in python]
+        bad = httpx.post(f"http://127.0.0.1:{port}/v1/predict", json={"texts": "好"}, timeout=60)
+        assert bad.status_code == 422
+        huge = httpx.post(f"http://127.0.0.1:{port}/v1/predict", content=b"x" * (2 << 20), timeout=60)
+        assert huge.status_code == 413
+        started = time.monotonic()
+        assert httpx.post(f"http://127.0.0.1:{port}/v1/predict", json={"texts": ["好"]}, timeout=60).status_code == 200
+        assert time.monotonic() - started < 10  # still serving after the bad requests
+    finally:
+        server.kill()
+        server.wait()
