@@ -27,7 +27,7 @@ if not (shutil.which("node") and shutil.which("npm")):
 def node_example(tmp_path_factory) -> Path:
     """A copy of examples/node with its locked dependencies installed."""
     folder = tmp_path_factory.mktemp("node")
-    for name in ("package.json", "package-lock.json", ".npmrc", "senti.mjs", "cli.mjs", "server.mjs"):
+    for name in ("package.json", "package-lock.json", ".npmrc", "scorer.mjs", "senti.mjs", "cli.mjs", "server.mjs"):
         shutil.copy(EXAMPLE / name, folder / name)
     done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=folder, capture_output=True, text=True,
                           timeout=600)

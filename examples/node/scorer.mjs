@@ -1,0 +1,114 @@
+// The scoring senti.serving does, free of any runtime: a tokenizers.js Tokenizer, an ONNX Runtime session (Node's or
+// the browser's) and the export's metadata in; labels and probabilities out, the parity sample checked first.
+// Used by senti.mjs (Node.js) and by examples/browser.
+
+// serving.tokenizer: a text is read at most this many characters per token the model can take
+const MAX_CHARS_PER_TOKEN = 64;
+const HEAD_SLACK_CHARS = 64;
+const SPECIALS_PER_TEXT = 2; // [CLS] text [SEP]
+// serving.backends.FORMATS: file and parity tolerance of the formats this example runs
+export const FORMATS = {
+  "onnx": { file: "model.onnx", tolerance: ["atol", 1e-4] },
+  "onnx-opt": { file: "model.opt.onnx", tolerance: ["atol", 1e-4] },
+  "onnx-int8-static": { file: "model.int8-static.onnx", tolerance: ["agreement", 0.9] },
+};
+
+export class ExportError extends Error {}
+
+function softmax(row) {
+  const top = Math.max(...row);
+  const exps = row.map((x) => Math.exp(x - top));
+  const sum = exps.reduce((a, b) => a + b, 0);
+  return exps.map((x) => x / sum);
+}
+
+export class Scorer {
+  // the metadata's own checks, before any model is opened
+  static checkMeta(meta, where, format) {
+    if (!FORMATS[format]) throw new ExportError(`format ${format}: this example runs ${Object.keys(FORMATS).join(", ")}`);
+    if (!meta.formats?.[format]) throw new ExportError(`${where}: no ${format} model in this export`);
+    const sample = meta.parity_sample;
+    if (!sample?.texts?.length || !Array.isArray(sample.logits)) {
+      throw new ExportError(`${where}/export.json: no parity sample to check the model against`);
+    }
+    if (JSON.stringify(sample.labels) !== JSON.stringify(meta.labels)) {
+      throw new ExportError(`${where}/export.json: labels ${JSON.stringify(meta.labels)} differ from those recorded with the parity answers`);
+    }
+  }
+
+  constructor(meta, tokenizer, session, format, ort) {
+    this.ort = ort;
+    this.meta = meta;
+    this.labels = meta.labels;
+    this.maxSeqLen = meta.max_seq_len;
+    this.tokenizer = tokenizer;
+    this.session = session;
+    this.format = format;
+    const vocab = tokenizer.model.tokens_to_ids;
+    this.cls = vocab.get(meta.tokenizer.cls_token);
+    this.sep = vocab.get(meta.tokenizer.sep_token);
+    this.pad = meta.tokenizer.pad_token_id;
+  }
+
+  // [CLS] ids [SEP] of one text, cut to max_seq_len, reading no more of it than senti.serving reads
+  encode(text) {
+    const budget = this.maxSeqLen - SPECIALS_PER_TEXT;
+    const limit = MAX_CHARS_PER_TOKEN * budget + HEAD_SLACK_CHARS;
+    let read = text;
+    if (text.length > limit) { // UTF-16 units: the limit counts code points, as Python does
+      const points = Array.from(text);
+      if (points.length > limit) read = points.slice(0, limit).join("");
+    }
+    const ids = this.tokenizer.encode(read, { add_special_tokens: false }).ids;
+    return { ids: [this.cls, ...ids.slice(0, budget), this.sep], truncated: ids.length > budget || read !== text };
+  }
+
+  async logits(texts) {
+    const out = [];
+    for (const text of texts) { // one text a call: no padding, answers independent of batch-mates
+      const { ids } = this.encode(text);
+      const shape = [1, ids.length];
+      const feeds = {
+        input_ids: new this.ort.Tensor("int64", BigInt64Array.from(ids.map(BigInt)), shape),
+        token_type_ids: new this.ort.Tensor("int64", new BigInt64Array(ids.length), shape),
+      };
+      const result = await this.session.run(feeds);
+      out.push(Array.from(result[this.session.outputNames[0]].data));
+    }
+    return out;
+  }
+
+  async predict(texts) {
+    const logits = await this.logits(texts);
+    return texts.map((text, i) => {
+      const probs = softmax(logits[i]);
+      const best = probs.indexOf(Math.max(...probs));
+      return {
+        label: this.labels[best], score: probs[best],
+        probabilities: Object.fromEntries(this.labels.map((label, k) => [label, probs[k]])),
+        truncated: this.encode(text).truncated,
+      };
+    });
+  }
+
+  async checkParity(folder) {
+    // refuse what senti.serving refuses: a model, vocabulary or metadata changed after export
+    const sample = this.meta.parity_sample;
+    const got = await this.logits(sample.texts);
+    if (got[0].length !== this.labels.length) {
+      throw new ExportError(`${folder}: the model gives ${got[0].length} logits per text but the metadata names ${this.labels.length} labels`);
+    }
+    let worst = 0;
+    let agree = 0;
+    got.forEach((row, i) => {
+      row.forEach((x, k) => { worst = Math.max(worst, Math.abs(x - sample.logits[i][k])); });
+      if (row.indexOf(Math.max(...row)) === sample.logits[i].indexOf(Math.max(...sample.logits[i]))) agree += 1;
+    });
+    agree /= got.length;
+    const [kind, limit] = FORMATS[this.format].tolerance;
+    if ((kind === "atol" && (worst > limit || agree < 1)) || (kind !== "atol" && agree < limit)) {
+      throw new ExportError(`${folder}: the model does not reproduce its recorded parity answers (max |logit diff| ${worst.toExponential(2)}, label agreement ${agree.toFixed(2)}); the vocabulary, the model or the metadata was changed after export`);
+    }
+  }
+}
+
