@@ -11,11 +11,7 @@ try {
   for await (const line of createInterface({ input: process.stdin })) {
     if (line.length) texts.push(line.startsWith('"') ? JSON.parse(line) : line);
   }
-  const answers = await model.predict(texts);
-  const logits = await model.logits(texts);
-  for (let i = 0; i < texts.length; i++) {
-    process.stdout.write(JSON.stringify({ ...answers[i], logits: logits[i] }) + "\n");
-  }
+  for (const answer of await model.predict(texts)) process.stdout.write(JSON.stringify(answer) + "\n");
 } catch (err) {
   process.stderr.write(`error: ${err.message.split("\n")[0]}\n`);
   process.exit(2);

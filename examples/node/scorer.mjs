@@ -63,30 +63,35 @@ export class Scorer {
     return { ids: [this.cls, ...ids.slice(0, budget), this.sep], truncated: ids.length > budget || read !== text };
   }
 
-  async logits(texts) {
+  // [{logits, truncated}] of each text: one text a call, no padding, answers independent of batch-mates
+  async score(texts) {
     const out = [];
-    for (const text of texts) { // one text a call: no padding, answers independent of batch-mates
-      const { ids } = this.encode(text);
+    for (const text of texts) {
+      const { ids, truncated } = this.encode(text);
       const shape = [1, ids.length];
       const feeds = {
         input_ids: new this.ort.Tensor("int64", BigInt64Array.from(ids.map(BigInt)), shape),
         token_type_ids: new this.ort.Tensor("int64", new BigInt64Array(ids.length), shape),
       };
       const result = await this.session.run(feeds);
-      out.push(Array.from(result[this.session.outputNames[0]].data));
+      out.push({ logits: Array.from(result[this.session.outputNames[0]].data), truncated });
     }
     return out;
   }
 
+  async logits(texts) {
+    return (await this.score(texts)).map((s) => s.logits);
+  }
+
+  // label, score, probabilities, truncated and the raw logits of each text
   async predict(texts) {
-    const logits = await this.logits(texts);
-    return texts.map((text, i) => {
-      const probs = softmax(logits[i]);
+    return (await this.score(texts)).map(({ logits, truncated }) => {
+      const probs = softmax(logits);
       const best = probs.indexOf(Math.max(...probs));
       return {
         label: this.labels[best], score: probs[best],
         probabilities: Object.fromEntries(this.labels.map((label, k) => [label, probs[k]])),
-        truncated: this.encode(text).truncated,
+        truncated, logits,
       };
     });
   }
