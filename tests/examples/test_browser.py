@@ -3,6 +3,7 @@ server on 127.0.0.1, with the same labels as senti.serving and nothing requested
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -61,8 +62,9 @@ def test_the_page_scores_in_the_browser_as_senti_serving_does(site, _exported, b
         python = Predictor.load(_exported[0], backend="onnx")
         assert browser.find_element(By.ID, "label").text == python.predict(["服务态度极差，再也不买了"])[0].label
         assert len(browser.find_elements(By.CSS_SELECTOR, "#probabilities tr")) == len(python.labels)
-        # the parity sample and more, scored in the page: the labels senti.serving gives
-        texts = [t for _, t in PARITY[:60]]
+        # the export's parity sample and more, scored in the page: the labels senti.serving gives
+        meta = json.loads((_exported[0] / "export.json").read_text(encoding="utf-8"))
+        texts = meta["parity_sample"]["texts"] + [t for _, t in PARITY[:60]]
         page = browser.execute_async_script(
             "const done = arguments[arguments.length - 1];"
             "window.senti.predict(arguments[0]).then((p) => done(p.map((x) => x.label)), (e) => done(String(e)));",
