@@ -38,11 +38,16 @@ def label(
         job = open_job(input, output, model, labels, text_column, trust_pickle)
     import uvicorn
 
+    from senti.serving.http_guard import HostGuard, allowed_hosts
     from senti.toolkit.label_server import create_label_app
 
     if job.repaired:
         console.print(f"{output}: cut a half-written last line ({job.repaired} bytes): the answer in flight when "
                       "the server stopped")
+    if allowed_hosts(host) is None and not api_key:
+        console.print(f"warning: listening on {host} without a key: anyone who reaches the port reads every text "
+                      "and can post labels; give --api-key-env NAME")
     console.print(f"labelling {len(job.picks)} texts ({job.done()} answered) as {', '.join(job.labels)} -> {output}; "
                   f"open http://{host}:{port}/ (Ctrl+C stops; every answer is already saved)")
-    uvicorn.run(create_label_app(job, api_key), host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.run(HostGuard(create_label_app(job, api_key), host), host=host, port=port, log_level="warning",
+                access_log=False)

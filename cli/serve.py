@@ -78,6 +78,11 @@ def serve(
     console.print(f"serving {model} ({predictor.backend_name}, version {predictor.version}) on http://{host}:{port} "
                   f"with {workers} worker(s) x {per_worker} thread(s) ({placement.why}; --workers/--threads "
                   "choose another) (docs: /docs; SIGHUP or POST /v1/admin/reload loads the export anew)")
+    from senti.serving.http_guard import allowed_hosts
+
+    if allowed_hosts(host) is None and not api_key:
+        console.print(f"[yellow]listening on {host} without an API key: anyone who reaches the port can score, "
+                      "read /v1/status and its texts' figures; give --api-key-env NAME[/yellow]")
     spec = {"model": str(model), "load": options, "api_key_env": api_key_env,
             "server": {k: v for k, v in asdict(config).items() if k != "api_key"}}
     if workers > 1:

@@ -59,5 +59,8 @@ def add_pages(app, status, authorize_page) -> None:
 
 
 # The browser itself refuses anything not from this server, so a page can never reach out by mistake.
+# Nor can another site frame a page (its buttons clickjacked) or have a response read as another type.
 NO_EXTERNAL = {"Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline'; "
-                                          "style-src 'self' 'unsafe-inline'; img-src 'self' data:"}
+                                          "style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                                          "frame-ancestors 'none'",
+               "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff"}

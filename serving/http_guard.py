@@ -21,6 +21,45 @@ async def _send_json(send, status: int, body: dict) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def allowed_hosts(bind: str) -> frozenset[str] | None:
+    """The Host names a server bound to `bind` answers: loopback names when it listens on loopback (a web page
+    that rebinds its own name to 127.0.0.1 then cannot read it), else any (None): its names are the network's."""
+    import ipaddress
+
+    try:
+        loopback = ipaddress.ip_address(bind.strip("[]")).is_loopback
+    except ValueError:
+        loopback = bind == "localhost"
+    return LOOPBACK_NAMES if loopback else None
+
+
+def host_name(header: str) -> str:
+    """A Host header without its port: "127.0.0.1:8000" -> "127.0.0.1", "[::1]:8000" -> "[::1]"."""
+    if header.startswith("["):
+        return header[: header.find("]") + 1] if "]" in header else header
+    return header.rsplit(":", 1)[0] if ":" in header else header
+
+
+class HostGuard:
+    """Pure ASGI middleware: a request whose Host header is not one the server was bound for gets 421, before any
+    route sees it (DNS rebinding: `Host: attacker.example` on 127.0.0.1 read /api/job and /v1/status)."""
+
+    def __init__(self, app, bind: str):
+        self.app, self.allowed = app, allowed_hosts(bind)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and self.allowed is not None:
+            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1").lower()
+            if host_name(host) not in self.allowed:
+                return await _send_json(send, 421, {"detail": f"this server answers only "
+                                                              f"{', '.join(sorted(self.allowed))} as the Host; "
+                                                              f"got {host or 'none'}"})
+        return await self.app(scope, receive, send)
+
+
 class Guard:
     """Pure ASGI middleware in front of the app: reads the whole body first, bounded in size (413) and time
     (408), so the app never sees a partial one; and counts every /v1/predict response by status."""

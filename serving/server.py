@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from senti.core.errors import SentiError
 from senti.serving.batcher import Batcher, QueueFull
 from senti.serving.console import add_pages
-from senti.serving.http_guard import HEADER_TIMEOUT_ENV, PREDICT_PATH, Guard, HeaderTimeoutProtocol
+from senti.serving.http_guard import HEADER_TIMEOUT_ENV, PREDICT_PATH, Guard, HeaderTimeoutProtocol, HostGuard
 from senti.serving.metrics import ServerMetrics
 from senti.serving.model_slot import ModelSlot
 from senti.serving.predictor import text_problem
@@ -347,7 +347,7 @@ def app_from_environment():
         signal.signal(sig, signal.getsignal(sig))
     asgi, _ = create_app(predictor, ServerConfig(**spec["server"], api_key=api_key), load,
                          supervisor_pid=os.getppid())
-    return asgi
+    return HostGuard(asgi, spec.get("host", "127.0.0.1"))
 
 
 def serve(predictor, config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning",
@@ -362,7 +362,7 @@ def serve(predictor, config: ServerConfig, host: str = "127.0.0.1", port: int = 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ[HEADER_TIMEOUT_ENV] = str(config.header_timeout_s)
     if workers > 1:
-        os.environ[WORKER_SPEC_ENV] = json.dumps(worker_spec)
+        os.environ[WORKER_SPEC_ENV] = json.dumps({**(worker_spec or {}), "host": host})
         status_dir = tempfile.mkdtemp(prefix="senti-serve-")  # 0700: the workers' shared status (supervisor.py)
         os.environ[STATUS_ENV] = status_dir
         settings = uvicorn.Config("senti.serving.server:app_from_environment", factory=True, workers=workers,
@@ -380,5 +380,5 @@ def serve(predictor, config: ServerConfig, host: str = "127.0.0.1", port: int = 
             shutil.rmtree(status_dir, ignore_errors=True)
         return
     asgi, _ = create_app(predictor, config, reload)
-    uvicorn.run(asgi, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
+    uvicorn.run(HostGuard(asgi, host), host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
                 http=HeaderTimeoutProtocol)

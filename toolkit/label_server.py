@@ -45,7 +45,7 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
         if pick is None:
             return {"item": None, **progress}
         return {"item": {"id": pick.id, "text": pick.text, "guess": pick.guess, "confidence": pick.confidence,
-                         "reason": pick.reason, "position": job.picks.index(pick) + 1}, **progress}
+                         "reason": pick.reason, "position": job.index[pick.id] + 1}, **progress}
 
     @app.get("/")
     def index(request: Request):

@@ -57,3 +57,30 @@ def test_bodies_are_bounded_in_size_and_time_and_handed_over_whole():
     assert counted == [413, 413, 408, 200]  # every /v1/predict response, by status
     sent, _ = run(guard, "/healthz", [body(b"")])
     assert status(sent) == 200 and counted == [413, 413, 408, 200]  # other paths are not counted
+
+
+def test_only_the_host_names_a_loopback_server_was_bound_for_are_answered(_exported, tmp_path):
+    # Host: attacker.example answered 200 on /v1/status (and senti label's /api/job): a page that rebinds its own
+    # name to 127.0.0.1 could read every text. Loopback names only, by default.
+    import httpx
+    from helpers import AUTH, output_of, start_senti
+
+    from senti.serving.http_guard import allowed_hosts, host_name
+
+    assert host_name("127.0.0.1:8600") == "127.0.0.1" and host_name("[::1]:80") == "[::1]" and host_name("x") == "x"
+    assert allowed_hosts("0.0.0.0") is None and "localhost" in (allowed_hosts("127.0.0.1") or ())
+    server, base = start_senti("serve", "--model", str(_exported[0]))
+    try:
+        port = base.rsplit(":", 1)[1]
+        for path in ("/v1/status", "/readyz", "/"):
+            bad = httpx.get(f"{base}{path}", headers={**AUTH, "Host": "attacker.example"}, timeout=30)
+            assert bad.status_code == 421, (path, bad.status_code)
+        for name in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            assert httpx.get(f"{base}/v1/status", headers={**AUTH, "Host": name}, timeout=30).status_code == 200
+        page = httpx.get(f"{base}/", headers=AUTH, timeout=30)
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        assert page.headers["x-content-type-options"] == "nosniff" and page.headers["x-frame-options"] == "DENY"
+    finally:
+        server.terminate()
+        server.wait(60)
+    assert "Traceback" not in output_of(server)

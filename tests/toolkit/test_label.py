@@ -272,3 +272,16 @@ def test_resume_is_linear_in_the_log_and_a_bad_byte_is_one_line(tmp_path):
         fh.write(b'{"id": "r1", "text": "\xff", "label": "positive", "answer": "label"}\n')
     with pytest.raises(DataError, match=f"{log}:{2 * n + 1}: not valid UTF-8"):
         LabelJob(read_picks(picks), ["negative", "positive"], log)
+
+
+def test_the_label_server_answers_only_its_loopback_names(tmp_path, label_server):
+    # Host: attacker.example read /api/job (every text) on a server with no key: DNS rebinding's way in.
+    picks, _ = picks_file(tmp_path / "picks.jsonl", n=4)
+    base, _ = label_server(picks, tmp_path / "labels.jsonl")
+    headers = {"X-API-Key": KEY}
+    assert httpx.get(f"{base}/api/job", headers={**headers, "Host": "attacker.example"}).status_code == 421
+    assert httpx.post(f"{base}/api/next", json={"tab": "t"},
+                      headers={**headers, "Host": "attacker.example"}).status_code == 421
+    assert httpx.get(f"{base}/api/job", headers=headers).status_code == 200
+    page = httpx.get(f"{base}/", headers=headers)
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]  # its buttons cannot be framed
