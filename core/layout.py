@@ -15,12 +15,13 @@ PRETRAIN_CONFIG = "pretrain_config.json"  # the exact PretrainConfig used (a pre
 PRETRAIN_STATE = "pretrain_state.safetensors"  # optimizer moments and the step, to resume a pretraining run
 PRETRAIN_TEXT_HASHES = "pretrain_text_hashes.npy"  # 64-bit hashes of the texts pretrained on (uint64, no pickle)
 TRAIN_TEXT_HASHES = "train_text_hashes.npy"  # 64-bit hashes of the texts trained on, ancestors' too (also in exports)
+HELDOUT_TEXT_HASHES = "heldout_text_hashes.npy"  # 64-bit hashes of the dev and test texts, ancestors' too: never replayed
 LEGACY_CONFIG = "model_config.json"  # older PaddleNLP folders' config
 LAUNCH_LOGS = "launch_logs"  # each node's launcher and worker logs, inside the run's output folder
 # What a run of senti leaves in its output folder before (or without) a checkpoint: a folder holding only these is
 # senti's own, and a new run may write into it; anything else is the user's (toolkit.checkpoint.refuse_existing).
 RUN_FILES = (TRAIN_CONFIG, METRICS, CURVES_PNG, DISTILL_CONFIG, DISTILL_META, PRETRAIN_CONFIG, PRETRAIN_STATE,
-             PRETRAIN_TEXT_HASHES, TRAIN_TEXT_HASHES, LAUNCH_LOGS)
+             PRETRAIN_TEXT_HASHES, TRAIN_TEXT_HASHES, HELDOUT_TEXT_HASHES, LAUNCH_LOGS)
 
 
 def eval_results(split: str) -> str:

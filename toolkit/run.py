@@ -102,6 +102,7 @@ class ClassifierRun:
     precision: str
     metrics: TrainingMetrics
     train_hashes: np.ndarray  # every text learned from, ancestors' too (toolkit.seen)
+    heldout_hashes: np.ndarray | None = None  # dev and test texts, ancestors' too: a replay never trains on them
 
     def __init__(self, config, say=print, progress=None):
         import paddle.distributed as dist
@@ -162,8 +163,11 @@ class ClassifierRun:
     def save(self, record: dict) -> None:
         from senti.toolkit.seen import hashes_writer
 
+        extra = {layout.TRAIN_TEXT_HASHES: hashes_writer(self.train_hashes)}
+        if self.heldout_hashes is not None:
+            extra[layout.HELDOUT_TEXT_HASHES] = hashes_writer(self.heldout_hashes)
         save_checkpoint(self.model, self.tokenizer, self.out, replace(self.meta, dev=record, precision=self.precision),
-                        self.config, extra={layout.TRAIN_TEXT_HASHES: hashes_writer(self.train_hashes)})
+                        self.config, extra=extra)
 
     def agreement(self) -> dict:
         """What every worker must share: the settings that shape training and the data as encoded (so a different

@@ -46,12 +46,13 @@ def hashes_of(texts: list[str]) -> np.ndarray:
     return np.array([text_hash(t) for t in texts], dtype=np.uint64)
 
 
-def training_hashes(texts: list[str], *ancestors: str | Path | None) -> np.ndarray:
-    """Hashes of `texts` and of every text the `ancestors` (checkpoint folders: a parent, a teacher) learned from."""
+def training_hashes(texts: list[str], *ancestors: str | Path | None, name: str = layout.TRAIN_TEXT_HASHES) -> np.ndarray:
+    """Hashes of `texts` and of the texts the `ancestors` (checkpoint folders: a parent, a teacher) recorded under
+    `name`: what they learned from, or (`layout.HELDOUT_TEXT_HASHES`) what they held out."""
     parts = [hashes_of(texts)]
     for folder in ancestors:
         if folder is not None and Path(folder).expanduser().is_dir():
-            inherited = read_hashes(Path(folder).expanduser())
+            inherited = read_hashes(Path(folder).expanduser(), name)
             if inherited is not None:
                 parts.append(inherited.astype(np.uint64))
     return np.unique(np.concatenate(parts))

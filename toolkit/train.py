@@ -58,6 +58,8 @@ class TrainRun(ClassifierRun):
         self.dev_y = np.array([label_id[e.label] for e in splits.dev], dtype=np.int64)
         self.model, self.tokenizer, self.labels = model, tokenizer, labels
         self.train_hashes = training_hashes([e.text for e in train_rows], config.model)
+        self.heldout_hashes = training_hashes([e.text for e in splits.dev + splits.test], config.model,
+                                              name=layout.HELDOUT_TEXT_HASHES)
         data_stats = {**splits.stats(), "replayed_rows": len(replayed),
                       "truncated_texts": {"train": train_cut, "dev": dev_cut}, "max_seq_len": config.max_seq_len}
         replay_note = f" ({len(replayed)} replayed from {config.replay})" if replayed else ""
@@ -180,6 +182,8 @@ def _replay_rows(config: TrainConfig, recipe, splits, labels) -> tuple[list, lis
     text of the parent's dev and test splits taken out, so no held-out row of the parent is trained on."""
     import random
 
+    from senti.toolkit.seen import hashes_of, read_hashes
+
     replay = config.replay
     assert replay is not None  # called for --replay only
     fingerprint = data_fingerprint(replay)
@@ -204,6 +208,14 @@ def _replay_rows(config: TrainConfig, recipe, splits, labels) -> tuple[list, lis
             if len(pool) < len(old.train):
                 notes.append(f"--replay {config.replay}: {len(old.train) - len(pool)} rows left out, they are in the "
                              "parent's dev or test split")
+    parent_heldout = read_hashes(Path(config.model).expanduser(), layout.HELDOUT_TEXT_HASHES)
+    if parent_heldout is not None:  # by content: whatever the file looks like now (rows added change the cut)
+        held = np.isin(hashes_of([e.text for e in pool]), parent_heldout)
+        kept = [e for e, out in zip(pool, held) if not out]
+        if len(kept) < len(pool):
+            notes.append(f"--replay {config.replay}: {len(pool) - len(kept)} rows left out, the parent held them out "
+                         "(dev or test)")
+        pool = kept
     if fingerprint == data_fingerprint(config.dataset, config.text_column, config.label_column):
         notes.append(f"--replay {config.replay} is the new dataset itself: every replayed row is a second copy")
     want = round(config.replay_ratio * len(splits.train))

@@ -274,3 +274,27 @@ def test_continuing_a_checkpoint_keeps_its_sequence_length_by_default(tmp_path):
         return json.loads((tmp_path / name / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["max_seq_len"]
 
     assert (length("parent"), length("child"), length("fresh")) == (64, 64, 128)
+
+
+def test_replay_never_trains_on_the_parents_held_out_texts_after_its_file_grew(tmp_path, monkeypatch):
+    # Train on two.tsv, append 300 rows to it, continue with --replay two.tsv --replay-ratio 5: 228 of 1,280 replayed
+    # rows were the parent's own dev and test rows (the grown file no longer matched, and was cut anew).
+    from senti.toolkit.config import TrainConfig
+    from senti.toolkit.data import load_recipe, load_splits
+    from senti.toolkit.seen import read_hashes
+    from senti.toolkit.train import continuation
+
+    monkeypatch.chdir(tmp_path)
+    two = write_rows(tmp_path / "two.tsv", synthetic_rows(300, seed=71))
+    train_tiny(tmp_path / "parent", two, epochs=1, seed=3)
+    assert read_hashes(tmp_path / "parent", layout.HELDOUT_TEXT_HASHES) is not None
+    parent = json.loads((tmp_path / "parent" / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["data"]
+    held = {e.text for s in (load_recipe(SplitRecipe(**parent)),) for e in s.dev + s.test}
+    with two.open("a", encoding="utf-8") as fh:
+        fh.write("".join(f"{label}\t{text}\n" for label, text in synthetic_rows(300, seed=72)))
+    new = write_rows(tmp_path / "new.tsv", synthetic_rows(320, seed=73))
+    config = TrainConfig(model=str(tmp_path / "parent"), dataset=str(new), output_dir="unused", seed=9,
+                         replay=str(two), replay_ratio=5)
+    _, rows, lineage = continuation(config, load_splits(str(new), seed=9))
+    assert rows and not {e.text for e in rows} & held
+    assert lineage is not None and any("the parent held them out" in n for n in lineage["replay_notes"])
