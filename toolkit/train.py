@@ -210,8 +210,8 @@ def _replay_rows(config: TrainConfig, recipe, splits, labels) -> tuple[list, lis
                              "parent's dev or test split")
     parent_heldout = read_hashes(Path(config.model).expanduser(), layout.HELDOUT_TEXT_HASHES)
     if parent_heldout is not None:  # by content: whatever the file looks like now (rows added change the cut)
-        held = np.isin(hashes_of([e.text for e in pool]), parent_heldout)
-        kept = [e for e, out in zip(pool, held) if not out]
+        held_out = np.isin(hashes_of([e.text for e in pool]), parent_heldout)
+        kept = [e for e, out in zip(pool, held_out) if not out]
         if len(kept) < len(pool):
             notes.append(f"--replay {config.replay}: {len(pool) - len(kept)} rows left out, the parent held them out "
                          "(dev or test)")
