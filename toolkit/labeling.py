@@ -288,6 +288,8 @@ def open_job(picks_path: Path, log_path: Path, model: Path | None = None, labels
     log_path = Path(log_path)
     picks = read_picks(picks_path, text_column)
     names = [n.strip() for n in labels.split(",")] if labels else None
+    if names is not None and not all(names):
+        raise DataError(f"--labels {labels}: an empty label name; give names separated by commas, e.g. negative,positive")
     version = None
     if model is not None:
         from senti.toolkit.selection import load_scorer

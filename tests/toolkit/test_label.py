@@ -86,6 +86,8 @@ def test_bad_input_is_refused_in_one_line(tmp_path, _exported):
         open_job(picks, picks, labels="negative,positive")
     with pytest.raises(DataError, match="say the label names"):
         open_job(tmp_path / "picks.jsonl", tmp_path / "z.jsonl")
+    with pytest.raises(DataError, match="an empty label name"):  # it was accepted, with a label ""
+        open_job(picks, tmp_path / "e.jsonl", labels="negative,,positive")
     (tmp_path / "dup.jsonl").write_text('{"id": 1, "text": "好"}\n{"id": 1, "text": "坏"}\n', encoding="utf-8")
     with pytest.raises(DataError, match="dup.jsonl:2: id '1' again"):
         read_picks(tmp_path / "dup.jsonl")
