@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--option", action="append", default=[], type=_option,
                         help="a TrainConfig field for the loop's senti train, NAME=JSON (repeatable)")
+    parser.add_argument("--dev-random", type=int, default=0,
+                        help="of the budget, this many random pool texts are labelled as the dev split (train.tsv and "
+                             "dev.tsv in a folder) and the rest picked by the strategy; 0: one picks file, cut 80/10/10")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output", required=True)
     return parser
@@ -101,9 +104,19 @@ def main(argv=None) -> dict:
         for strategy in args.strategies.split(","):
             for seed in [int(s) for s in args.seeds.split(",")]:
                 picked = [splits.train[i] for i, _, _ in pick([e.text for e in splits.train], probs, labels,
-                                                               args.budget, strategy, seed=seed)]
+                                                               args.budget - args.dev_random, strategy, seed=seed)]
                 picks = out / f"{domain}-{strategy}-{seed}.tsv"
                 _write_tsv(picks, picked)
+                if args.dev_random:  # a representative dev split: random texts of the pool, labelled too
+                    import random
+
+                    chosen = {e.text for e in picked}
+                    rest = [e for e in splits.train if e.text not in chosen]
+                    dev = random.Random(seed).sample(rest, min(args.dev_random, len(rest)))
+                    picks = out / f"{domain}-{strategy}-{seed}-data"
+                    _write_tsv(picks / "train.tsv", picked)
+                    _write_tsv(picks / "dev.tsv", dev)
+                    picked = picked + dev
                 ckpt = out / f"{domain}-{strategy}-{seed}"
                 started = time.perf_counter()
                 run_training(TrainConfig(model=args.model, dataset=str(picks), output_dir=str(ckpt), replay=args.old,
