@@ -162,18 +162,18 @@ def test_http_edges(_exported):
         assert httpx.head(f"{base}/healthz").status_code == 200 and httpx.head(f"{base}/readyz").status_code == 200
         port = int(base.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as stalled_body:
-            stalled_body.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            stalled_body.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                                  b"X-API-Key: " + AUTH["X-API-Key"].encode() + b"\r\nContent-Length: 50\r\n\r\n{")
             assert stalled_body.recv(200).startswith(b"HTTP/1.1 408")
         with socket.create_connection(("127.0.0.1", port), timeout=10) as stalled_headers:
-            stalled_headers.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: x\r\n")
+            stalled_headers.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             started = time.monotonic()
             assert stalled_headers.recv(200) == b""  # closed by the server
             assert time.monotonic() - started < 5
         metrics = httpx.get(f"{base}/metrics").text
         assert 'senti_requests_total{status="413"} 1.0' in metrics and 'senti_requests_total{status="408"} 1.0' in metrics
         lingering = socket.create_connection(("127.0.0.1", port), timeout=10)
-        lingering.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{")
+        lingering.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 50\r\n\r\n{")
         time.sleep(0.2)
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
