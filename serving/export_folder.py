@@ -104,10 +104,33 @@ def check_model(predictor) -> None:
     got = predictor.logits(sample["texts"])[0]
     if got.shape != expected.shape:
         raise ArtifactError(f"{where}: the parity sample records {expected.shape} logits; the model gives {got.shape}")
-    kind, limit = FORMATS[predictor.backend_name].tolerance
-    agree = float((got.argmax(1) == expected.argmax(1)).mean())
-    worst = float(np.abs(got - expected).max())
-    if (kind == "atol" and (worst > limit or agree < 1)) or (kind != "atol" and agree < 0.9):
+    record = predictor.meta.formats.get(predictor.backend_name)
+    recorded = record.parity.max_abs_logit_diff if record is not None else None
+    problem = parity_problem(got, expected, FORMATS[predictor.backend_name].tolerance, recorded or 0.0)
+    if problem:
         raise ArtifactError(f"{predictor.export_dir}: the model does not reproduce its recorded parity answers "
-                            f"(max |logit diff| {worst:.2e}, label agreement {agree:.2f}); the vocabulary, the "
-                            "model or the metadata was changed after export")
+                            f"({problem}); the vocabulary, the model or the metadata was changed after export")
+
+
+def parity_problem(got, expected, tolerance: tuple[str, float], recorded_diff: float) -> str | None:
+    """Why `got` (the opened model's logits for the parity texts) is not the export's `expected`, or None.
+
+    An fp32 format must match within its tolerance and agree on every label. A quantized one ("accuracy_drop")
+    must agree on 90% of the labels that it can tell apart: a text whose two best recorded logits are within twice
+    the logit difference the export measured for this format may fall either way (a model with random weights gives
+    near-ties everywhere, and its INT8 file flipped 14 of 16 such labels while its accuracy matched), so it is not
+    counted; a tampered vocabulary moves clear answers too."""
+    import numpy as np
+
+    kind, limit = tolerance
+    worst = float(np.abs(got - expected).max())
+    if kind == "atol":
+        agree = float((got.argmax(1) == expected.argmax(1)).mean())
+        return None if worst <= limit and agree == 1 else f"max |logit diff| {worst:.2e}, label agreement {agree:.2f}"
+    top2 = np.sort(expected, axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 2 * recorded_diff
+    if not clear.any():
+        return None
+    agree = float((got.argmax(1) == expected.argmax(1))[clear].mean())
+    return None if agree >= 0.9 else (f"max |logit diff| {worst:.2e}, label agreement {agree:.2f} on the "
+                                      f"{int(clear.sum())} texts it can tell apart")

@@ -119,3 +119,22 @@ def test_the_version_hashes_every_file_that_scores(_exported, tmp_path):
     assert Predictor.load(_exported[0], backend="onnx-opt").version != original.version
     assert Predictor.load(tampered(_exported[0], tmp_path / "copy", lambda f: None), backend="onnx").version == \
         original.version
+
+
+def test_a_quantized_model_is_judged_on_the_labels_it_can_tell_apart():
+    # A bench model with random weights gives near-ties on every parity text; its static INT8 file flipped 14 of 16
+    # of them (max |logit diff| 2.76e-03, its accuracy unchanged) and the export was refused at load, now and then.
+    import numpy as np
+
+    from senti.serving.export_folder import parity_problem
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(16, 1))
+    near = np.hstack([base, base + 1e-4])  # ties within the export's measured INT8 error
+    flipped = near[:, ::-1].copy()
+    assert parity_problem(flipped, near, ("accuracy_drop", 0.01), recorded_diff=3e-3) is None
+    clear = np.hstack([base, base + 2.0])  # a tampered vocabulary moves answers that were clear
+    problem = parity_problem(clear[:, ::-1].copy(), clear, ("accuracy_drop", 0.01), recorded_diff=3e-3)
+    assert problem and "label agreement 0.00 on the 16 texts it can tell apart" in problem
+    assert parity_problem(clear, clear, ("atol", 1e-4), 0.0) is None
+    assert "label agreement 0.00" in (parity_problem(flipped, near, ("atol", 1e-4), 0.0) or "")
