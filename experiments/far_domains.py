@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.surge_loop import _write_tsv  # label<TAB>text_a, as ChnSentiCorp's files are
+
 
 def _option(text: str) -> tuple[str, object]:
     name, _, value = text.partition("=")
@@ -46,12 +48,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output", required=True)
     return parser
-
-
-def _write_tsv(path: Path, rows) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["label\ttext_a"] + [f"{e.label}\t{e.text.replace(chr(9), ' ')}" for e in rows]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def main(argv=None) -> dict:

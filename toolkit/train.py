@@ -19,7 +19,7 @@ from senti.toolkit.data import data_fingerprint, load_recipe
 from senti.toolkit.models import build_model, default_lr, is_checkpoint
 from senti.toolkit.records import TrainingMetrics
 from senti.toolkit.run import ClassifierRun, resolve_precision
-from senti.toolkit.seen import training_hashes
+from senti.toolkit.seen import hashes_of, read_hashes, training_hashes
 
 
 class TrainRun(ClassifierRun):
@@ -54,7 +54,9 @@ class TrainRun(ClassifierRun):
         self.train_ids, train_cut = encode_texts(tokenizer, [e.text for e in train_rows], config.max_seq_len)
         self.dev_ids, dev_cut = encode_texts(tokenizer, [e.text for e in splits.dev], config.max_seq_len)
         self.train_y = np.array([label_id[e.label] for e in train_rows], dtype=np.int64)
-        self.class_weight = balanced_weights(self.train_y, len(labels)) if config.class_weights == "balanced" else None
+        # a tensor once, not one per step
+        self.class_weight = paddle.to_tensor(balanced_weights(self.train_y, len(labels))) if (
+            config.class_weights == "balanced") else None
         self.dev_y = np.array([label_id[e.label] for e in splits.dev], dtype=np.int64)
         self.model, self.tokenizer, self.labels = model, tokenizer, labels
         self.train_hashes = training_hashes([e.text for e in train_rows], config.model)
@@ -91,8 +93,7 @@ class TrainRun(ClassifierRun):
 
         input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(self.train_ids, index))
         gold = paddle.to_tensor(self.train_y[index])
-        weight = None if self.class_weight is None else paddle.to_tensor(self.class_weight)
-        losses = {suffix: F.cross_entropy(logits.astype("float32"), gold, weight=weight)
+        losses = {suffix: F.cross_entropy(logits.astype("float32"), gold, weight=self.class_weight)
                   for suffix, logits in self.sides(input_ids, token_type_ids).items()}
         if len(losses) == 1:
             return losses[""], None
@@ -112,8 +113,6 @@ def run_training(config: TrainConfig, say=print, progress=None) -> dict:
 
 def pretraining_overlap(folder: Path, splits) -> dict | None:
     """How many dev and test texts the pretrained folder's corpus held, or None when it records no texts."""
-    from senti.toolkit.seen import hashes_of, read_hashes
-
     seen = read_hashes(folder, layout.PRETRAIN_TEXT_HASHES)
     if seen is None:
         return None
@@ -181,8 +180,6 @@ def _replay_rows(config: TrainConfig, recipe, splits, labels) -> tuple[list, lis
     data is recognised by its rows' fingerprint (whatever the path) and cut as it was; any other data has every
     text of the parent's dev and test splits taken out, so no held-out row of the parent is trained on."""
     import random
-
-    from senti.toolkit.seen import hashes_of, read_hashes
 
     replay = config.replay
     assert replay is not None  # called for --replay only
