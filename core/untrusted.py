@@ -9,6 +9,7 @@ ranges before anything is built from them: a `num_hidden_layers` of a million gr
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from senti.core.errors import ArtifactError
@@ -96,6 +97,17 @@ def read_json_file(folder: Path, name: str, what: str, kind: str) -> object:
     return parse_json(read_bounded(path, MAX_CONFIG_BYTES, what, "senti or PaddleNLP"), path, what.removeprefix("the "))
 
 
+def check_offsets(offsets, num_labels, where) -> None:
+    """`class_offsets` (core.ngram_head's logit adjustment), when present: one finite number per label."""
+    if offsets is None:
+        return
+    numbers = isinstance(offsets, list) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) <= 1000
+        for x in offsets)
+    if not numbers or (isinstance(num_labels, int) and len(offsets) != num_labels):
+        raise ArtifactError(f"{where}: class_offsets must be a list of one finite number (within +-1000) per label")
+
+
 def check_model_config(data: dict, where) -> None:
     """Refuse, in one line, a model config whose numbers are not whole numbers in CONFIG_RANGES or would make a
     model of more than MAX_PARAMETERS parameters: checked before anything is built from it."""
@@ -105,6 +117,7 @@ def check_model_config(data: dict, where) -> None:
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ArtifactError(f"{where}: {key} {value!r} is not a whole number in [{low:,}, {high:,}]")
+    check_offsets(data.get("class_offsets"), data.get("num_labels"), where)
     hidden, heads = data.get("hidden_size"), data.get("num_attention_heads")
     if isinstance(hidden, int) and isinstance(heads, int) and hidden % heads:
         raise ArtifactError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")

@@ -19,6 +19,8 @@ from senti.core.sequence import seq_len_problem
 
 DEVICES = ("auto", "cpu", "gpu", "xpu", "npu")
 CLASS_WEIGHTS = ("none", "balanced")  # balanced: each class's loss weighted n / (k x its training rows)
+# dev: choose the logit adjustment on dev by macro-F1 (core.ngram_head.TAU_GRID); auto: dev for more than two labels
+LOGIT_ADJUSTMENTS = ("auto", "dev", "off")
 AMP_DTYPES = ("float16", "bfloat16")
 
 
@@ -115,11 +117,15 @@ class TrainConfig(RunConfig):
     # "balanced": every class weighs in its loss as if the classes were equally frequent (scikit-learn's rule),
     # for unbalanced labels (a class at 2% of the rows); both sides of a model with the n-gram head.
     class_weights: str = "none"
+    # Scores shifted by -tau x log(class share), tau chosen on dev by macro-F1 (models with the n-gram head).
+    logit_adjustment: str = "auto"
 
     def checks(self):
         return super().checks() + [(0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]"),
                                    (self.class_weights in CLASS_WEIGHTS,
                                     f"class_weights must be one of {', '.join(CLASS_WEIGHTS)}"),
+                                   (self.logit_adjustment in LOGIT_ADJUSTMENTS,
+                                    f"logit_adjustment must be one of {', '.join(LOGIT_ADJUSTMENTS)}"),
                                    (self.ngram_buckets >= 0, "ngram_buckets must be 0 (no n-gram head) or more")]
 
 

@@ -214,18 +214,26 @@ def evaluate_domains(model_dir, datasets: list[str], split: str = "test", batch_
             "group_by": group_by, "datasets": list(datasets), "domains": results}
 
 
-def choose_ngram_weight(model, dev_ids, dev_y) -> tuple[dict, np.ndarray]:
-    """Set the n-gram side's weight to the one most accurate on dev (core.ngram_head.WEIGHT_GRID); returns the
-    record's fields (the weight and each side's dev accuracy alone) and the model's dev logits at that weight,
-    from the same one pass over dev."""
-    from senti.core.ngram_head import best_weight, combine_numpy
+def choose_ngram_weight(model, dev_ids, dev_y, train_counts: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
+    """Set the n-gram side's weight to the one most accurate on dev (core.ngram_head.WEIGHT_GRID) and, given the
+    training rows per class, the logit adjustment with the best dev macro-F1 (core.ngram_head.TAU_GRID); returns
+    the record's fields (the weight, tau, each side's dev accuracy alone) and the model's dev scores as it now
+    answers, from the same one pass over dev."""
+    from senti.core.ngram_head import adjustment_offsets, best_tau, best_weight, combine_numpy
 
     deep, wide = predict_logits(model, dev_ids, parts=True)
     weight, _ = best_weight(deep, wide, dev_y)
     model.config.ngram_weight = weight
     fields = {"ngram_weight": weight, "dev_accuracy_ernie": float((deep.argmax(1) == dev_y).mean()),
               "dev_accuracy_ngram": float((wide.argmax(1) == dev_y).mean())}
-    return fields, combine_numpy(deep, wide, weight)
+    scores = combine_numpy(deep, wide, weight)
+    if train_counts is None:
+        model.config.class_offsets = None
+        return fields, scores
+    tau, _ = best_tau(scores, dev_y, train_counts)
+    offsets = adjustment_offsets(train_counts, tau) if tau else None
+    model.config.class_offsets = offsets
+    return {**fields, "logit_adjustment_tau": tau}, scores if offsets is None else scores + offsets
 
 
 def write_evaluation(result: dict, path: Path) -> None:

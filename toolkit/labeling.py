@@ -284,7 +284,7 @@ def open_job(picks_path: Path, log_path: Path, model: Path | None = None, labels
     """A labelling job from the CLI's options, checked before any page is served."""
     from senti.serving.streaming import check_output
 
-    check_output(picks_path, log_path, suffixes=(".jsonl",))
+    check_output(picks_path, log_path, suffixes=(".jsonl",), holds="the answers and who gave them")
     log_path = Path(log_path)
     picks = read_picks(picks_path, text_column)
     names = [n.strip() for n in labels.split(",")] if labels else None

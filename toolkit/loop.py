@@ -81,21 +81,30 @@ class _KeepBest:
         return improved
 
 
-def _checked_loss(loss_fn, index, precision: str, epoch: int, step: int, output_dir: str):
-    """(loss tensor, its value, terms) of one batch under AMP when asked; a NaN or infinite loss stops training."""
+def _checked_loss(loss_fn, index, precision: str):
+    """(loss tensor, its value, terms) of one batch under AMP when asked."""
     import paddle
 
     amp_dtype: Literal["bfloat16", "float16"] = "bfloat16" if precision == "bf16" else "float16"  # ignored when AMP is off
     with paddle.amp.auto_cast(enable=precision != "fp32", dtype=amp_dtype, level="O1"):
         loss, terms = loss_fn(index)
-    value = float(loss)
-    if not math.isfinite(value):
-        raise TrainingDiverged(
-            f"loss became {value} at epoch {epoch}, step {step + 1} ({precision}); "
-            f"lower --lr{' or train without --amp' if precision != 'fp32' else ''}. "
-            f"The best checkpoint so far is kept in {output_dir}"
-        )
-    return loss, value, terms
+    return loss, float(loss), terms
+
+
+def divergence(model, value: float, epoch: int, step: int, precision: str, best: dict | None, output_dir: str) -> str:
+    """What a NaN or infinite loss says: the starting weights when they already hold such values before the first
+    step (no learning rate is to blame then), else the learning rate; and whether any checkpoint was kept."""
+    import paddle
+
+    damaged = next((name for name, p in model.named_parameters()
+                    if not bool(paddle.isfinite(p).all())), None) if step == 0 else None
+    if damaged:
+        cause = f"the starting weights hold NaN or infinite values ({damaged}): the model given is damaged"
+    else:
+        cause = f"lower --lr{' or train without --amp' if precision != 'fp32' else ''}"
+    kept = (f"the best checkpoint so far (step {best['step']}) is kept in {output_dir}" if best
+            else "no checkpoint was saved")
+    return f"loss became {value} at epoch {epoch}, step {step + 1} ({precision}); {cause}. {kept.capitalize()}"
 
 
 def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, metrics: TrainingMetrics,
@@ -135,7 +144,10 @@ def fit(net, model, config, lengths, loss_fn, evaluate, save, precision: str, me
             started, samples, tokens, losses, stopped = time.perf_counter(), 0, 0, [], False
             task = progress.add_task(f"epoch {epoch}", total=len(batches)) if progress and main_process else None
             for index in batches:
-                loss, loss_value, terms = _checked_loss(loss_fn, index, precision, epoch, step, config.output_dir)
+                loss, loss_value, terms = _checked_loss(loss_fn, index, precision)
+                if not math.isfinite(loss_value):
+                    raise TrainingDiverged(divergence(model, loss_value, epoch, step, precision, metrics.best,
+                                                      config.output_dir))
                 optimizer_step(loss, optimizer, scaler)
                 schedule.step()
                 step += 1

@@ -275,6 +275,7 @@ class PretrainRun:
         if self.state:  # a resume state written before metrics.json had a version is read as version 1
             self.metrics = PretrainMetrics.from_json({"meta_version": layout.META_VERSION, **self.state["metrics"]},
                                                      f"{self.out}'s resume state")
+            self.metrics.resumed_at = step
             load_optimizer(self.optimizer, self.model, self.out)
             for _ in range(step):
                 schedule.step()

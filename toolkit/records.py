@@ -58,8 +58,9 @@ class PretrainMetrics(ArtifactMeta):
     meta_version: int = layout.META_VERSION
     world_size: int = 1
     nodes: int = 1
-    steps: list[dict] = field(default_factory=list)  # {step, loss, tokens_per_s}
+    steps: list[dict] = field(default_factory=list)  # {step, loss, tokens_per_s}, earlier runs' too when resumed
     evaluations: list[dict] = field(default_factory=list)  # {step, mlm_loss, masked_accuracy, ...}
+    resumed_at: int = 0  # the step this run started at (0: from the start)
     interrupted: dict | None = None
     workers: list[dict] | None = None
 

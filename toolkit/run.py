@@ -103,6 +103,7 @@ class ClassifierRun:
     metrics: TrainingMetrics
     train_hashes: np.ndarray  # every text learned from, ancestors' too (toolkit.seen)
     heldout_hashes: np.ndarray | None = None  # dev and test texts, ancestors' too: a replay never trains on them
+    adjust_counts: np.ndarray | None = None  # training rows per class, when the logit adjustment is chosen on dev
 
     def __init__(self, config, say=print, progress=None):
         import paddle.distributed as dist
@@ -153,7 +154,7 @@ class ClassifierRun:
     def evaluate(self, epoch: int, step: int) -> dict:
         """The dev record: accuracy and macro-F1, and with the n-gram head its dev-chosen weight and each side alone."""
         if self.two_sided:  # one pass over dev gives both sides; the answer at the chosen weight follows from them
-            extra, logits = choose_ngram_weight(self.model, self.dev_ids, self.dev_y)
+            extra, logits = choose_ngram_weight(self.model, self.dev_ids, self.dev_y, self.adjust_counts)
         else:
             extra, logits = {}, predict_logits(self.model, self.dev_ids)
         result = classification_metrics(self.dev_y, logits.argmax(1), self.labels)

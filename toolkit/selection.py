@@ -164,6 +164,7 @@ def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = 
     pool = _Pool(max(20 * budget, 1000), strategy, seed)
     counts = {"read": 0, "unreadable": 0, "empty": 0, "excluded_labelled": 0}
     bad_lines: list[int] = []
+    first_error = ""
     chunk: list = []
 
     def flush():
@@ -176,6 +177,8 @@ def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = 
         counts["read"] += 1
         if row.error is not None and row.error != "empty line":
             counts["unreadable"] += 1
+            if not bad_lines:
+                first_error = row.error
             if len(bad_lines) < 10:
                 bad_lines.append(row.line)
         elif row.error is not None or not row.text or not row.text.strip():
@@ -189,8 +192,10 @@ def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = 
     flush()
     candidates = pool.candidates()
     if not candidates:
-        raise DataError(f"{src}: no texts to choose from" + (
-            f" ({counts['excluded_labelled']} already labelled)" if counts["excluded_labelled"] else ""))
+        why = [f"{counts['excluded_labelled']} already labelled"] if counts["excluded_labelled"] else []
+        if bad_lines:  # the first unreadable line, by its number in the file, and what was wrong with it
+            why.append(f"{counts['unreadable']} unreadable, from line {bad_lines[0]}: {first_error}")
+        raise DataError(f"{src}: no texts to choose from" + (f" ({'; '.join(why)})" if why else ""))
     rows = [row for _, row, _ in candidates]
     probs = np.stack([p for _, _, p in candidates])
     picked = pick([r.text for r in rows], probs, labels, budget, strategy, seed)

@@ -58,6 +58,8 @@ class TrainRun(ClassifierRun):
         self.class_weight = paddle.to_tensor(balanced_weights(self.train_y, len(labels))) if (
             config.class_weights == "balanced") else None
         self.dev_y = np.array([label_id[e.label] for e in splits.dev], dtype=np.int64)
+        if adjusts(config.logit_adjustment, len(labels), hasattr(model, "ngram_table")):
+            self.adjust_counts = np.bincount(self.train_y, minlength=len(labels))
         self.model, self.tokenizer, self.labels = model, tokenizer, labels
         self.train_hashes = training_hashes([e.text for e in train_rows], config.model)
         self.heldout_hashes = training_hashes([e.text for e in splits.dev + splits.test], config.model,
@@ -98,6 +100,14 @@ class TrainRun(ClassifierRun):
         if len(losses) == 1:
             return losses[""], None
         return sum(losses.values()), {"ernie" if not s else s.strip("_"): float(v) for s, v in losses.items()}
+
+
+def adjusts(setting: str, n_labels: int, has_ngram_head: bool) -> bool:
+    """Whether the logit adjustment is chosen on dev: `dev`, or `auto` with more than two labels; the n-gram head's
+    answer is what carries it (core.ngram_head)."""
+    if setting == "dev" and not has_ngram_head:
+        raise SentiError("--logit-adjustment dev needs the n-gram head (a model built with --ngram-buckets > 0)")
+    return has_ngram_head and (setting == "dev" or (setting == "auto" and n_labels > 2))
 
 
 def balanced_weights(y: np.ndarray, k: int) -> np.ndarray:

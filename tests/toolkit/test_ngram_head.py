@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import export_tiny, synthetic_rows, train_tiny, write_folder
+from tests.helpers import EMOTIONS, export_tiny, synthetic_rows, train_tiny, write_folder
 
 BUCKETS = 1009
 
@@ -126,3 +126,82 @@ def test_the_keys_are_the_same_in_onnx_for_a_real_vocabulary_size(tmp_path):
     session = ort.InferenceSession(str(tmp_path / "keys.onnx"), providers=["CPUExecutionProvider"])
     got = session.run(None, {session.get_inputs()[0].name: ids})[0]
     assert (got == expected).all(), int((got != expected).sum())
+
+
+def test_macro_f1_is_scikit_learns():
+    from sklearn.metrics import f1_score
+
+    from senti.core.ngram_head import macro_f1
+
+    rng = np.random.default_rng(0)
+    gold, predicted = rng.integers(0, 4, 300), rng.integers(0, 3, 300)  # class 3 is never predicted
+    expected = f1_score(gold, predicted, labels=range(5), average="macro", zero_division=0)  # class 4: no row
+    assert macro_f1(gold, predicted, 5) == pytest.approx(expected)
+
+
+def test_the_logit_adjustment_recalls_a_rare_class_and_stays_off_when_it_does_not_help():
+    from senti.core.ngram_head import adjustment_offsets, best_tau, macro_f1
+
+    rng = np.random.default_rng(1)
+    gold = np.array([0] * 180 + [1] * 20)
+    scores = rng.normal(size=(200, 2))
+    scores[:, 0] += 1.5  # the model leans to the frequent class: the rare one's texts score a little higher there
+    scores[gold == 1, 1] += 1.2
+    counts = np.array([900, 100])
+    tau, f1 = best_tau(scores, gold, counts)
+    assert tau > 0 and f1 > macro_f1(gold, scores.argmax(1), 2)
+    offsets = adjustment_offsets(counts, tau)
+    assert offsets[1] > offsets[0]  # the rare class is lifted
+    # balanced classes: every offset equal, no answer moves, so the smallest tau (0) is kept
+    assert best_tau(scores, gold, np.array([500, 500]))[0] == 0.0
+
+
+def test_three_classes_choose_the_adjustment_on_dev_and_export_it(tmp_path):
+    from senti.core.ngram_head import TAU_GRID
+
+    three = {k: EMOTIONS[k] for k in ("anger", "joy", "surprise")}
+    unbalanced = [r for i, r in enumerate(synthetic_rows(900, three, seed=1)) if r[0] != "surprise" or i % 5 == 0]
+    data = write_folder(tmp_path / "data", unbalanced, synthetic_rows(150, three, seed=2),
+                        synthetic_rows(150, three, seed=3))
+    metrics = train_tiny(tmp_path / "three", data, ngram_buckets=BUCKETS, epochs=1)
+    best = metrics["best"]
+    assert best["logit_adjustment_tau"] in TAU_GRID  # auto: chosen for more than two labels
+    config = json.loads((tmp_path / "three" / "config.json").read_text(encoding="utf-8"))
+    assert (config.get("class_offsets") is None) == (best["logit_adjustment_tau"] == 0.0)
+    off = train_tiny(tmp_path / "off", data, ngram_buckets=BUCKETS, epochs=1, logit_adjustment="off")
+    assert "logit_adjustment_tau" not in off["best"]
+
+
+def test_class_offsets_shift_every_format_s_answer(two_sided, tmp_path):
+    import shutil
+
+    from senti.serving.predictor import Predictor
+
+    checkpoint, _, metrics = two_sided
+    assert "logit_adjustment_tau" not in metrics["best"]  # two labels: auto leaves it off
+    shifted = tmp_path / "shifted-checkpoint"
+    shutil.copytree(checkpoint, shifted)
+    config = json.loads((shifted / "config.json").read_text(encoding="utf-8"))
+    assert config.get("class_offsets") is None
+    config["class_offsets"] = [0.0, 0.75]
+    (shifted / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    texts = [t for _, t in synthetic_rows(30, seed=6)]
+    for name, folder in (("plain", checkpoint), ("shifted", shifted)):
+        export_tiny(folder, tmp_path / f"{name}-export")
+    for backend in ("paddle", "onnx"):
+        plain, moved = (Predictor.load(tmp_path / f"{n}-export", backend=backend).predict(texts)
+                        for n in ("plain", "shifted"))
+        labels = list(plain[0].probabilities)
+        for a, b in zip(plain, moved):
+            gap = [np.log(p.probabilities[labels[1]] / p.probabilities[labels[0]]) for p in (a, b)]
+            assert gap[1] - gap[0] == pytest.approx(0.75, abs=1e-3), backend
+
+
+def test_a_model_config_with_bad_class_offsets_is_refused_in_one_line():
+    from senti.core.errors import ArtifactError
+    from senti.core.untrusted import check_model_config
+
+    for bad in ([0.0], [0.0, float("nan")], "0,1", [0.0, 1e9], [True, 0.0]):
+        with pytest.raises(ArtifactError, match="class_offsets must be a list"):
+            check_model_config({"num_labels": 2, "class_offsets": bad}, "m/config.json")
+    check_model_config({"num_labels": 2, "class_offsets": [0.0, -1.5]}, "m/config.json")
