@@ -41,6 +41,16 @@ def ort_session(path: Path | bytes, threads: int | None = None, device: str = "c
     return ort.InferenceSession(path if isinstance(path, bytes) else str(path), options, providers=providers)
 
 
+def _quiet_run():
+    """Run options that keep ONNX Runtime's logger quiet below fatal: a failed run reaches senti as an exception,
+    reported in one line that names the file, and the logger printed the same failure first in red."""
+    import onnxruntime as ort
+
+    options = ort.RunOptions()
+    options.log_severity_level = 4
+    return options
+
+
 class OnnxBackend:
     """An ONNX Runtime session over one exported graph."""
 
@@ -48,13 +58,14 @@ class OnnxBackend:
                  model: bytes | None = None):
         # `model`: the file's bytes as already read (and hashed into the version) by the caller
         self.session = ort_session(path if model is None else model, threads, device, allow_spinning)
+        self.run_options = _quiet_run()
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_name = self.session.get_outputs()[0].name
         self.name = f"onnxruntime ({Path(path).name})"
 
     def __call__(self, input_ids: np.ndarray, token_type_ids: np.ndarray) -> np.ndarray:
         feeds = {"input_ids": input_ids, "token_type_ids": token_type_ids}
-        logits = self.session.run([self.output_name], {n: feeds[n] for n in self.input_names})[0]
+        logits = self.session.run([self.output_name], {n: feeds[n] for n in self.input_names}, self.run_options)[0]
         return logits.astype(np.float32, copy=False)
 
 

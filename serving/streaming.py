@@ -85,16 +85,16 @@ class PredictionWriter:
         self.partial.unlink(missing_ok=True)
 
 
-def check_output(src: Path | str | None, dst: Path | str, suffixes=OUTPUT_SUFFIXES) -> None:
+def check_output(src: Path | str | None, dst: Path | str, suffixes=OUTPUT_SUFFIXES, holds: str = "the scores") -> None:
     """Refuse, before any model loads or any text is scored, an output that cannot be written or would overwrite
-    the input (senti predict, select and eval alike)."""
+    the input (senti predict, select, eval and label alike); `holds`: what the output is for, in the message."""
     if str(dst) == STDIO:
         return
     dst = Path(dst)
     if dst.is_dir():
         raise DataError(f"--output {dst}: is a folder; name a file in it")
     if dst.suffix.lower() not in suffixes:
-        why = " (a .txt file cannot hold the scores)" if dst.suffix.lower() == ".txt" else ""
+        why = f" (a .txt file cannot hold {holds})" if dst.suffix.lower() == ".txt" else ""
         raise DataError(f"--output {dst}: unsupported output type '{dst.suffix}'; use one of "
                         f"{', '.join(suffixes)}{why}")
     if not dst.parent.is_dir():

@@ -106,6 +106,12 @@ def test_the_cli_doors_say_one_line_not_a_traceback(_exported, tmp_path):
         assert done.returncode == 2, (args, done.stderr[-2000:])
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and "leads outside the export folder" in lines[0], (args, done.stderr[-2000:])
+    # ONNX Runtime's logger printed the failed probe in red before senti's line
+    long = tampered(_exported[0], tmp_path / "long", edit_meta(lambda m: m.__setitem__("max_seq_len", 1024)))
+    done = subprocess.run([sys.executable, "-m", "senti.cli", "predict", "--model", str(long), "--backend", "onnx",
+                           "好"], env=env, capture_output=True, text=True, timeout=300)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and "cannot read max_seq_len 1024" in lines[0], done.stderr[-2000:]
 
 
 def test_the_version_hashes_every_file_that_scores(_exported, tmp_path):

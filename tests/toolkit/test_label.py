@@ -88,6 +88,8 @@ def test_bad_input_is_refused_in_one_line(tmp_path, _exported):
         open_job(tmp_path / "picks.jsonl", tmp_path / "z.jsonl")
     with pytest.raises(DataError, match="an empty label name"):  # it was accepted, with a label ""
         open_job(picks, tmp_path / "e.jsonl", labels="negative,,positive")
+    with pytest.raises(DataError, match=r"cannot hold the answers and who gave them\)$"):  # not predict's "scores"
+        open_job(picks, tmp_path / "o.txt", labels="negative,positive")
     (tmp_path / "dup.jsonl").write_text('{"id": 1, "text": "好"}\n{"id": 1, "text": "坏"}\n', encoding="utf-8")
     with pytest.raises(DataError, match="dup.jsonl:2: id '1' again"):
         read_picks(tmp_path / "dup.jsonl")
@@ -95,6 +97,17 @@ def test_bad_input_is_refused_in_one_line(tmp_path, _exported):
     plain = write_rows(tmp_path / "plain.tsv", [("x", "很满意 推荐购买"), ("y", "太差了 退货了")], header=("id", "text"))
     job = open_job(plain, tmp_path / "w.jsonl", model=_exported[0])
     assert job.labels == ["negative", "positive"] and [p.guess for p in job.picks] == ["positive", "negative"]
+
+
+def test_select_on_a_pool_of_only_bad_rows_names_the_first_bad_line(tmp_path, _exported):
+    """It said "no texts to choose from" and named no line at all."""
+    from senti.toolkit.selection import select_file
+
+    pool = tmp_path / "pool.tsv"
+    pool.write_text("a\tb\ttext\n1\t2\n3\t4\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"pool.tsv: no texts to choose from \(2 unreadable, from line 2: expected 3 "
+                                        r"columns"):
+        select_file(_exported[0], pool, tmp_path / "picks.jsonl", 5)
 
 
 def test_select_writes_guesses_and_leaves_out_labelled_texts(tmp_path, _exported):

@@ -94,7 +94,23 @@ def test_pretrain_resumes_where_it_stopped(tmp_path):
     metrics, said = _pretrain(out, [str(corpus)], max_steps=8, save_every=2)
     assert any("resuming" in s and "step 4" in s for s in said)
     assert [s["step"] for s in metrics["steps"]] == list(range(1, 9))
+    assert metrics["resumed_at"] == 4  # the command said "8 steps this run" for 4, counting the earlier run's too
     assert json.loads((out / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["steps"] == 8
+
+
+def test_the_command_counts_the_steps_of_this_run_when_resumed(tmp_path):
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    corpus = _corpus(tmp_path / "c.txt")
+    common = ["pretrain", "--corpus", str(corpus), "--output-dir", str(tmp_path / "p"), "--batch-size", "16",
+              "--save-every", "2", "--threads", "1", "--model", "scratch:2l-128h"]
+    runner = CliRunner()
+    first = runner.invoke(app, [*common, "--max-steps", "2"])
+    assert first.exit_code == 0 and "2 steps this run" in first.output, first.output
+    second = runner.invoke(app, [*common, "--max-steps", "5"])
+    assert second.exit_code == 0 and "3 steps this run" in second.output, second.output  # it said 5
 
 
 def test_pretrain_bad_input(tmp_path):
