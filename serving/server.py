@@ -143,7 +143,7 @@ class PredictService:
         model = self.slot.predictor
         return {"model_version": model.version, "backend": model.backend_name, "labels": model.labels,
                 "max_seq_len": model.max_seq_len, "long_text": model.long_text, "loaded_at": self.slot.loaded_at,
-                "reload": self.slot.last_reload, "traffic": self.metrics.traffic(),
+                "reload": self.last_reload(), "traffic": self.metrics.traffic(),
                 "reference": model.meta.reference_stats}
 
     async def invalid(self, request: Request, exc):
@@ -218,16 +218,22 @@ class PredictService:
         record = await self.slot.reload("admin")
         return JSONResponse(record, status_code=200 if record["ok"] else 409)
 
+    def last_reload(self, supervised: dict | None = None) -> dict | None:
+        """The last reload's record (model_slot.ReloadRecord): under workers the supervisor reloads (SIGHUP) and
+        restarts, and what it last did is in its status folder; one process reloads itself."""
+        if self.supervisor_pid is None:
+            return self.slot.last_reload
+        return (read_status() if supervised is None else supervised).get("reload")
+
     def readiness(self):
         from fastapi.responses import JSONResponse
 
         if not (self.ready and self.batcher.running):
             return JSONResponse({"status": "not ready"}, status_code=503)
         model = self.slot.predictor
-        # Under workers the supervisor reloads (SIGHUP) and restarts; what it last did is in its status folder.
         supervised = read_status() if self.supervisor_pid is not None else {}
         return {"status": "ready", "backend": model.backend_name, "model_version": model.version,
-                "reload": supervised.get("reload", self.slot.last_reload),
+                "reload": self.last_reload(supervised),
                 **({"workers": supervised["workers"]} if "workers" in supervised else {})}
 
 

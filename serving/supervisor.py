@@ -23,12 +23,12 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any
 
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
 from senti.core.artifacts import write_json_atomic
+from senti.serving.model_slot import ReloadRecord, timestamp
 
 STATUS_ENV = "SENTI_SERVE_STATUS"  # the status folder (private, made by the supervisor) workers read and write
 FAILURE_FILE = "worker-failure.json"  # written by a worker whose model did not load: its pid and the reason
@@ -154,12 +154,13 @@ class Supervisor(Multiprocess):
         if replaced:  # new workers in service: whatever kept failing before is over
             self.failures = 0
             self._write_workers()
-        record: dict[str, Any] = {"ok": len(replaced) == len(self.processes), "at": time.time(),
-                                  "workers_replaced": len(replaced)}
-        if not record["ok"]:
-            record["error"] = self._failure_reason(since=started) or "the new worker was not ready in time"
-            logger.error(f"reload failed, the workers keep the model they had: {record['error']}")
-        write_json_atomic(self.status_dir / RELOAD_FILE, record)
+        ok = len(replaced) == len(self.processes)
+        error = None if ok else self._failure_reason(since=started) or "the new worker was not ready in time"
+        record = ReloadRecord("SIGHUP", ok, round(time.time() - started, 2), error=error,
+                              workers_replaced=len(replaced))
+        if error:
+            logger.error(f"reload failed, the workers keep the model they had: {record.error}")
+        write_json_atomic(self.status_dir / RELOAD_FILE, record.to_json())
 
     def keep_subprocess_alive(self) -> None:
         if self.should_exit.is_set():
@@ -202,4 +203,4 @@ class Supervisor(Multiprocess):
         `failing` with the details of the last death while workers keep dying."""
         in_service = sum(i not in self.fresh and i not in self.waiting for i in range(len(self.processes)))
         write_json_atomic(self.status_dir / WORKERS_FILE, {"in_service": in_service, "of": len(self.processes),
-                                                           "failing": bool(failing), **failing, "at": time.time()})
+                                                           "failing": bool(failing), **failing, "at": timestamp()})

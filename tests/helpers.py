@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,12 @@ EDGE_CASES = [
     "好评👍😀🎉 绝了", "（）！？，。：；“”‘’【】《》～￥×", "ＡＢＣ１２３ｆｕｌｌ　ｗｉｄｔｈ", "Café naïve résumé ÀÉÎ",
     "a\u200bb\u00adc\x00\ufffd", "[UNK] [CLS] 好 [SEP]", "x" * 150, "很好" * 5000, "e\u0301 µ² º 〇 Ø",
 ]
+
+
+def assert_one_reload_shape(record: dict, trigger: str) -> None:
+    """A reload record as /readyz and /v1/status show it, from one process or from a supervisor of workers: the
+    same keys, an ISO 8601 UTC time."""
+    from senti.serving.model_slot import ReloadRecord
+
+    assert set(record) == set(ReloadRecord.__dataclass_fields__), record
+    assert record["trigger"] == trigger and datetime.fromisoformat(record["at"]).utcoffset() == timedelta(0), record

@@ -8,12 +8,13 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from unittest.mock import ANY
 
 import httpx
 import psutil
 import pytest
-from helpers import AUTH, PARITY, ROOT, output_of, running_server
+from helpers import AUTH, PARITY, ROOT, assert_one_reload_shape, output_of, running_server
 
 from senti.serving import Predictor
 
@@ -175,6 +176,8 @@ def test_workers_report_a_failed_reload_and_restart_a_failing_worker_with_backof
         proc.send_signal(signal.SIGHUP)
         reload = _wait_for(lambda: (readyz().get("reload") or None), 90, "the reload's outcome in /readyz")
         assert reload["ok"] is False and "parity" in reload["error"], reload
+        assert_one_reload_shape(reload, "SIGHUP")  # the supervisor's record had other keys and epoch seconds
+        assert datetime.fromisoformat(readyz()["workers"]["at"]).tzinfo is not None
         answer = httpx.post(f"{base}/v1/predict", headers=AUTH, json={"texts": ["很好"]}, timeout=30)
         assert answer.status_code == 200 and answer.json()["model_version"] == version
 

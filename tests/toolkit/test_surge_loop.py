@@ -17,6 +17,7 @@ from helpers import (
     AUTH,
     EMOTIONS,
     PARITY,
+    assert_one_reload_shape,
     export_tiny,
     running_server,
     synthetic_rows,
@@ -165,6 +166,8 @@ def test_reload_swaps_models_under_load_without_losing_a_request(_exported, tiny
         ready = httpx.get(f"{base}/readyz").json()
         assert ready["model_version"] == second["model_version"] and ready["reload"]["ok"] is False
         assert ready["reload"]["error"]
+        assert_one_reload_shape(ready["reload"], "admin")
+        assert httpx.get(f"{base}/v1/status", headers=AUTH).json()["reload"] == ready["reload"]
         answer = httpx.post(f"{base}/v1/predict", json={"texts": ["非常好很满意"]}, headers=AUTH)
         assert answer.status_code == 200 and answer.json()["model_version"] == second["model_version"]
 
