@@ -113,12 +113,25 @@ class Guard:
 HEADER_TIMEOUT_ENV = "SENTI_HEADER_TIMEOUT_S"  # read by each (worker) process; set by senti.serving.server.serve
 
 
+# How long a server that is shutting down (a retiring worker, SIGTERM) keeps an idle keep-alive connection open to
+# answer a request already on its way, with `Connection: close`, before closing it.
+DRAIN_S = 2.0
+CLOSE = (b"connection", b"close")
+
+
 class HeaderTimeoutProtocol(H11Protocol):
     """uvicorn's h11 protocol, closing a connection whose request line and headers are not complete within
     SENTI_HEADER_TIMEOUT_S (default 10) seconds: uvicorn bounds only idle keep-alive connections, so a client
-    trickling headers would be held forever. A module-level class, so uvicorn's worker processes can import it."""
+    trickling headers would be held forever. A module-level class, so uvicorn's worker processes can import it.
+
+    It also drains on shutdown. uvicorn closed every idle keep-alive connection at once, and a request the client
+    was sending on one in that instant was lost (4 keep-alive clients lost 10 of 2,988 requests over two rolling
+    reloads): now an idle connection stays open for DRAIN_S, a request arriving on it is answered with
+    `Connection: close` (the client opens its next connection to a worker still serving), and only then does
+    it close."""
 
     _header_timer = None
+    _draining = False
 
     def _arm(self) -> None:
         if self._header_timer is not None:
@@ -142,3 +155,22 @@ class HeaderTimeoutProtocol(H11Protocol):
         if self._header_timer is not None:
             self._header_timer.cancel()
         super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        before = self.cycle
+        super().handle_events()
+        if self._draining and self.cycle is not None and self.cycle is not before:
+            # a request that arrived while draining: its task has not run yet, so its answer says close
+            self.cycle.keep_alive = False
+            self.cycle.default_headers = [*self.cycle.default_headers, CLOSE]
+
+    def shutdown(self) -> None:
+        if self.cycle is not None and not self.cycle.response_complete:
+            super().shutdown()  # a request in flight: answered, then the connection closes
+            return
+        self._draining = True
+        self.loop.call_later(DRAIN_S, self._close_if_idle)
+
+    def _close_if_idle(self) -> None:
+        if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
+            super().shutdown()

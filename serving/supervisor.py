@@ -35,6 +35,10 @@ FAILURE_FILE = "worker-failure.json"  # written by a worker whose model did not 
 RELOAD_FILE = "reload.json"  # the last SIGHUP reload, as /readyz shows it
 WORKERS_FILE = "workers.json"  # workers in service of how many; those that keep failing: count, next attempt, reason
 BACKOFF_START_S, BACKOFF_MAX_S = 1.0, 30.0
+# How long a rolling reload waits for a replacement worker that is alive and loading its model. uvicorn waits its
+# health-check timeout (5 s): a Paddle worker loading beside six busy clients on two cores needed longer, and every
+# reload under traffic was aborted ("not ready in time") though the export was whole.
+WORKER_START_S = 180.0
 
 logger = logging.getLogger("uvicorn.error")
 
@@ -129,7 +133,7 @@ class Supervisor(Multiprocess):
                 return
             new = self.new_process()
             new.start()
-            if not new.wait_until_ready(self.config.timeout_worker_healthcheck, self.should_exit):
+            if not new.wait_until_ready(WORKER_START_S, self.should_exit):
                 new.kill()
                 new.join()
                 if not self.should_exit.is_set():

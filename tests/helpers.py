@@ -137,7 +137,8 @@ def _in_service(base: str) -> int:
     return httpx.get(f"{base}/readyz", headers=AUTH, timeout=10).json().get("workers", {}).get("in_service", 0)
 
 
-def start_senti(command: str, *args: str, port: int | None = None, ready: str = "/readyz"):
+def start_senti(command: str, *args: str, port: int | None = None, ready: str = "/readyz",
+                launcher: tuple[str, ...] = (sys.executable, "-m", "senti.cli")):
     """(process, base URL) of a senti command serving on 127.0.0.1 (the key through --api-key-env), once `ready`
     answers 200; the process's output is the error when it exits first, and `output_of(proc)` later.
 
@@ -145,7 +146,7 @@ def start_senti(command: str, *args: str, port: int | None = None, ready: str = 
     server that writes a line (a supervisor logging its workers' failures, for one)."""
     port = port or free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SENTI_TEST_KEY": KEY}
-    proc = local_server.launch([sys.executable, "-m", "senti.cli", command, *args, "--port", str(port),
+    proc = local_server.launch([*launcher, command, *args, "--port", str(port),
                                 "--api-key-env", "SENTI_TEST_KEY"], env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
