@@ -47,10 +47,16 @@ def pick_column(columns, wanted: str | None, choices, path: Path, role: str = "t
 
 def parse_json_line(line: str) -> tuple[dict | None, str | None]:
     """(object, None) for a JSON object line, else (None, why not)."""
+    from senti.core.untrusted import MAX_JSON_DEPTH, nested_deeper
+
     try:
         record = json.loads(line)
     except json.JSONDecodeError as err:
         return None, f"invalid JSON ({err.msg})"
+    except RecursionError:  # a line of thousands of "[": Python's parser recursed out (a traceback, before)
+        return None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+    if nested_deeper(record, MAX_JSON_DEPTH):
+        return None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
     if not isinstance(record, dict):
         return None, f"expected a JSON object, found {type(record).__name__}"
     return record, None

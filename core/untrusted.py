@@ -58,7 +58,7 @@ def read_bounded(path: Path, limit: int, what: str, writer: str = "senti export"
     return data
 
 
-def _depth(value, limit: int) -> bool:
+def nested_deeper(value, limit: int) -> bool:
     """Whether parsed JSON nests deeper than `limit` (iteratively: no recursion to exhaust)."""
     stack = [(value, 1)]
     while stack:
@@ -86,7 +86,7 @@ def parse_json(raw: bytes, where, what: str = "JSON") -> object:
         raise refuse(f"nested too deeply, over {MAX_JSON_DEPTH} levels") from None
     except json.JSONDecodeError as err:
         raise refuse(f"not JSON: {err.msg} at line {err.lineno}") from None
-    if _depth(data, MAX_JSON_DEPTH):
+    if nested_deeper(data, MAX_JSON_DEPTH):
         raise refuse(f"nested too deeply, over {MAX_JSON_DEPTH} levels")
     return data
 
