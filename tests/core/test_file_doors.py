@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from senti.core.errors import SentiError
 
-SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
+SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
 
 # JSON values of every kind, huge numbers and long strings among them
 VALUES = st.recursive(
@@ -92,7 +92,7 @@ def test_export_json_under_damage(_exported, tmp_path_factory):
     folder = tmp_path_factory.mktemp("export") / "e"
     shutil.copytree(source, folder)
 
-    @settings(max_examples=40, **SETTINGS)
+    @settings(SETTINGS, max_examples=40)
     @given(data=damaged_json(original))
     def check(data):
         (folder / "export.json").write_bytes(data)
@@ -110,7 +110,7 @@ def test_model_config_under_damage(tiny_checkpoint):
     checkpoint, _ = tiny_checkpoint
     original = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
 
-    @settings(max_examples=150, **SETTINGS)
+    @settings(SETTINGS, max_examples=150)
     @given(data=damaged_json(original))
     def check(data):
         (checkpoint / "config.json").write_bytes(data)
@@ -142,7 +142,7 @@ def test_a_corpus_under_damage(tmp_path_factory):
     original = "\n".join(t for _, t in synthetic_rows(30, seed=4)).encode()
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
 
-    @settings(max_examples=80, **SETTINGS)
+    @settings(SETTINGS, max_examples=80)
     @given(data=damaged_bytes(original))
     def check(data):
         path.write_bytes(data)
@@ -169,7 +169,7 @@ def test_picks_under_damage(tmp_path_factory):
     original = path.read_bytes()
     record = json.loads(original.splitlines()[0])
 
-    @settings(max_examples=120, **SETTINGS)
+    @settings(SETTINGS, max_examples=120)
     @given(data=damaged_bytes(original) | damaged_json(record))
     def check(data):
         path.write_bytes(data)
@@ -190,7 +190,7 @@ def test_a_label_log_under_damage(tmp_path_factory):
     original = log.read_bytes()
     record = json.loads(original.splitlines()[0])
 
-    @settings(max_examples=120, **SETTINGS)
+    @settings(SETTINGS, max_examples=120)
     @given(data=damaged_bytes(original) | damaged_json(record))
     def check(data):
         log.write_bytes(data)
@@ -219,7 +219,7 @@ def test_row_files_under_damage(tmp_path_factory, suffix):
         write_rows(path, rows, header=("label", "text"))
     original = path.read_bytes()
 
-    @settings(max_examples=60, **SETTINGS)
+    @settings(SETTINGS, max_examples=60)
     @given(data=damaged_bytes(original))
     def check(data):
         path.write_bytes(data)
@@ -237,7 +237,7 @@ def test_a_dataset_folder_under_damage(tmp_path_factory):
                           synthetic_rows(10, seed=2), synthetic_rows(10, seed=3))
     original = (folder / "train.tsv").read_bytes()
 
-    @settings(max_examples=60, **SETTINGS)
+    @settings(SETTINGS, max_examples=60)
     @given(data=damaged_bytes(original))
     def check(data):
         (folder / "train.tsv").write_bytes(data)
