@@ -14,14 +14,17 @@ import sys
 import numpy as np
 
 
-def offsets_for(scores, gold, k, grid=np.linspace(-3, 3, 61), rounds=3):
+GRID = np.linspace(-3, 3, 61)
+
+
+def offsets_for(scores, gold, k, rounds=3):
     from senti.core.ngram_head import macro_f1
 
     b = np.zeros(k)
     for _ in range(rounds):
         for c in range(k):
             best = (macro_f1(gold, (scores + b).argmax(1), k), -abs(b[c]), b[c])
-            for g in grid:
+            for g in GRID:
                 trial = b.copy()
                 trial[c] = g
                 best = max(best, (macro_f1(gold, (scores + trial).argmax(1), k), -abs(g), g))
