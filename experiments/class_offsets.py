@@ -13,7 +13,6 @@ import sys
 
 import numpy as np
 
-
 GRID = np.linspace(-3, 3, 61)
 
 
