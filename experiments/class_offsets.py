@@ -10,6 +10,7 @@ then (a) six free offsets by coordinate ascent over [-3, 3] and (b) one tau over
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -40,9 +41,9 @@ def main(folders: list[str]) -> None:
     from senti.toolkit.evaluate import predict_logits
 
     for folder in folders:
-        model, tokenizer = load_checkpoint(folder)[:2]
-        meta = read_meta(folder)
-        splits = load_recipe(SplitRecipe(**meta.data))
+        model, tokenizer = load_checkpoint(Path(folder))[:2]
+        meta = read_meta(Path(folder))
+        splits = load_recipe(SplitRecipe(**(meta.data or {})))
         index = {lab: i for i, lab in enumerate(meta.labels)}
         k, weight = len(meta.labels), float(model.config.ngram_weight)
         counts = np.bincount([index[e.label] for e in splits.train], minlength=k)

@@ -83,6 +83,7 @@ def main(argv=None) -> dict:
             while time.monotonic() < stop_at:
                 if rng.random() < args.hostile:
                     name, body = rng.choice(HOSTILE)
+                    code: int | str
                     try:
                         code = http.post("/v1/predict", content=body,
                                          headers={"Content-Type": "application/json"}).status_code
