@@ -188,3 +188,17 @@ def assert_one_reload_shape(record: dict, trigger: str) -> None:
 
     assert set(record) == set(ReloadRecord.__dataclass_fields__), record
     assert record["trigger"] == trigger and datetime.fromisoformat(record["at"]).utcoffset() == timedelta(0), record
+
+
+def assert_only_own_scripts(page) -> None:
+    """script-src names each inline script of the page by its hash: no 'unsafe-inline' (it was there)."""
+    import base64
+    import hashlib
+    import re
+
+    policy = page.headers["content-security-policy"]
+    scripts = re.findall(r"<script(?![^>]*\bsrc=)[^>]*>(.*?)</script>", page.text, re.DOTALL)
+    script_src = policy.split("script-src", 1)[1].split(";", 1)[0]
+    assert scripts and "unsafe-inline" not in script_src, policy
+    for body in scripts:
+        assert f"'sha256-{base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()}'" in script_src

@@ -32,11 +32,12 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
     from fastapi import FastAPI, HTTPException
     from fastapi.responses import HTMLResponse
 
-    from senti.serving.console import NO_EXTERNAL
+    from senti.serving.console import page_headers
     from senti.serving.server import page_guard
 
     app = FastAPI(title="senti label", docs_url=None, redoc_url=None, openapi_url=None)
     page = PAGE.read_text(encoding="utf-8")
+    headers = page_headers(page)
 
     authorize = page_guard(api_key, "senti label")
 
@@ -50,7 +51,7 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
     @app.get("/")
     def index(request: Request):
         authorize(request)
-        return HTMLResponse(page, headers=NO_EXTERNAL)
+        return HTMLResponse(page, headers=headers)
 
     @app.get("/api/job")
     def describe(request: Request):

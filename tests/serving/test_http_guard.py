@@ -63,7 +63,7 @@ def test_only_the_host_names_a_loopback_server_was_bound_for_are_answered(_expor
     # Host: attacker.example answered 200 on /v1/status (and senti label's /api/job): a page that rebinds its own
     # name to 127.0.0.1 could read every text. Loopback names only, by default.
     import httpx
-    from helpers import AUTH, output_of, start_senti
+    from helpers import AUTH, assert_only_own_scripts, output_of, start_senti
 
     from senti.serving.http_guard import allowed_hosts, host_name
 
@@ -80,6 +80,8 @@ def test_only_the_host_names_a_loopback_server_was_bound_for_are_answered(_expor
         page = httpx.get(f"{base}/", headers=AUTH, timeout=30)
         assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
         assert page.headers["x-content-type-options"] == "nosniff" and page.headers["x-frame-options"] == "DENY"
+        assert_only_own_scripts(page)
+        assert_only_own_scripts(httpx.get(f"{base}/docs", headers=AUTH, timeout=30))
     finally:
         server.terminate()
         server.wait(60)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import KEY, free_port, start_senti, synthetic_rows, train_tiny, write_rows
+from helpers import KEY, assert_only_own_scripts, free_port, start_senti, synthetic_rows, train_tiny, write_rows
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -300,3 +300,4 @@ def test_the_label_server_answers_only_its_loopback_names(tmp_path, label_server
     assert httpx.get(f"{base}/api/job", headers=headers).status_code == 200
     page = httpx.get(f"{base}/", headers=headers)
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]  # its buttons cannot be framed
+    assert_only_own_scripts(page)
