@@ -19,8 +19,40 @@ from senti.core.errors import DataError
 
 TEXT_COLUMNS = ("text_a", "text", "review", "sentence", "content")  # tried in order when none is named
 LABEL_COLUMNS = ("label", "labels", "sentiment")
-INPUT_SUFFIXES = (".txt", ".tsv", ".csv", ".jsonl")
-LABELLED_SUFFIXES = (".tsv", ".csv", ".jsonl")  # a .txt file has no label column
+
+
+@dataclass(frozen=True)
+class RowFormat:
+    """What senti does with files of one suffix: `rows`, read row by row here (train, eval, predict, select,
+    pretrain); `labels`, carries a label column; `output`, written by senti predict and select; `ray`, read by
+    senti predict --engine ray (Ray Data's readers); `ray_output`, written by it (a folder of part files)."""
+
+    rows: bool = False
+    labels: bool = False
+    output: bool = False
+    ray: bool = False
+    ray_output: bool = False
+
+
+# The one table of row-file suffixes; every list of suffixes below and in the serving floor is read from it.
+# Order matters where a folder is searched (train.tsv before train.csv) and in messages.
+ROW_FORMATS = {
+    ".parquet": RowFormat(ray=True, ray_output=True),
+    ".tsv": RowFormat(rows=True, labels=True, output=True),
+    ".csv": RowFormat(rows=True, labels=True, output=True, ray=True),
+    ".jsonl": RowFormat(rows=True, labels=True, output=True, ray=True, ray_output=True),
+    ".txt": RowFormat(rows=True),  # one text a line: no label column
+    ".json": RowFormat(ray=True),  # JSON lines under Ray's usual suffix
+}
+
+
+def suffixes(what: str) -> tuple[str, ...]:
+    """The suffixes whose RowFormat has `what` (rows, labels, output, ray, ray_output), in the table's order."""
+    return tuple(suffix for suffix, fmt in ROW_FORMATS.items() if getattr(fmt, what))
+
+
+INPUT_SUFFIXES = suffixes("rows")
+LABELLED_SUFFIXES = suffixes("labels")
 
 
 @dataclass

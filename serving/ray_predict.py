@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 
 from senti.core.errors import SentiError
-from senti.core.rows import parse_json_line
+from senti.core.rows import parse_json_line, suffixes
 from senti.serving.streaming import predict_isolated
 
 INSTALL_HINT = "--engine ray needs Ray Data: pip install 'senti[scale]'"
-READ_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
+READ_SUFFIXES = suffixes("ray")
+WRITE_SUFFIXES = suffixes("ray_output")
 
 
 class ScoreBatch:
@@ -160,8 +161,8 @@ def _input_and_output(source: str, dest: str) -> tuple[list[str], str, str]:
     if len(kinds) != 1:
         raise SentiError(f"--input {source}: mixed file types {sorted(kinds)}; use one format")
     out_kind = Path(dest).suffix.lower()
-    if out_kind not in (".parquet", ".jsonl"):
-        raise SentiError(f"--output {dest}: name it .parquet or .jsonl (Ray writes a folder of part files)")
+    if out_kind not in WRITE_SUFFIXES:
+        raise SentiError(f"--output {dest}: name it {' or '.join(WRITE_SUFFIXES)} (Ray writes a folder of part files)")
     if Path(dest).exists():
         raise SentiError(f"--output {dest} already exists")
     return paths, kinds.pop(), out_kind

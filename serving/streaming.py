@@ -17,11 +17,11 @@ from typing import Any
 from senti.core import layout, stopping
 from senti.core.artifacts import remove_stale_work
 from senti.core.errors import DataError
-from senti.core.rows import TEXT_COLUMNS, Row, read_rows
+from senti.core.rows import TEXT_COLUMNS, Row, read_rows, suffixes
 from senti.serving.drift import DriftCounter
 from senti.serving.predictor import text_problem
 
-OUTPUT_SUFFIXES = (".jsonl", ".tsv", ".csv")
+OUTPUT_SUFFIXES = suffixes("output")
 ENGINES = ("local", "ray")  # files scored in this process (streamed), or by Ray Data (senti.serving.ray_predict)
 
 

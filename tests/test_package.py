@@ -133,6 +133,21 @@ def test_artifact_file_names_live_only_in_layout():
                     assert node.value not in ARTIFACT_NAMES, f"{path.relative_to(ROOT)} spells {node.value!r}"
 
 
+def test_lists_of_row_file_suffixes_live_only_in_the_one_table():
+    """core.rows.ROW_FORMATS: a tuple or set of two or more row-file suffixes spelled anywhere else is a second
+    table (there were three: rows, streaming output, Ray)."""
+    from senti.core.rows import ROW_FORMATS
+
+    for layer in ("core", "serving", "export", "toolkit", "benchmarks", "cli", "senti"):
+        for path in (ROOT / layer).rglob("*.py"):
+            if path.relative_to(ROOT).as_posix() == "core/rows.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                    spelled = {e.value for e in node.elts if isinstance(e, ast.Constant)} & set(ROW_FORMATS)
+                    assert len(spelled) < 2, f"{path.relative_to(ROOT)}:{node.lineno} lists {sorted(spelled)}"
+
+
 def test_artifact_schemas_check_version_and_keys_and_write_atomically(tmp_path):
     from senti.core import layout
     from senti.core.artifacts import ExportMeta
