@@ -128,11 +128,11 @@ def bench_real_texts(backends: dict, tokenizer, texts: list[str], gold: np.ndarr
 def run(ctx) -> list[dict]:
     """The suite: every backend of the export (and the dynamic graph) on real dev texts, or fixed shapes."""
     from senti.benchmarks.flops import forward_flops
-    from senti.core.artifacts import read_export_meta
+    from senti.serving import export_folder
     from senti.serving.tokenizer import FastTokenizer
 
     config = ctx.config
-    export_meta = read_export_meta(ctx.export_dir)
+    export_meta, _ = export_folder.read_meta(ctx.export_dir)
     backends = open_backends(ctx.export_dir, ctx.checkpoint, GPU_BACKENDS if ctx.device == "gpu" else CPU_BACKENDS,
                              ctx.threads, ctx.device)
     if config.seq_len:  # model alone: every text exactly seq_len tokens, compared against the dynamic graph

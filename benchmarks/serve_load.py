@@ -93,11 +93,12 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
     import httpx
 
     from senti.core.runtime import available_cores
+    from senti.serving import export_folder
     from senti.serving.placement import placement_for
 
     port = free_port()
     chosen = workers is None and not serve_command  # another build is measured on one worker
-    placement = placement_for(export_dir, available_cores()) if chosen else None
+    placement = placement_for(export_folder.read_meta(export_dir)[0], available_cores()) if chosen else None
     workers = placement.workers if placement else (workers or 1)
     common = ["--model", str(export_dir), "--port", str(port), "--max-batch-size", str(max_batch_size),
               "--max-wait-ms", str(max_wait_ms), "--max-queue", str(clients * texts_per_request * 4)]

@@ -48,7 +48,7 @@ def serve(
 
     quiet_warnings()
     from senti.core.runtime import available_cores
-    from senti.serving import Predictor
+    from senti.serving import Predictor, export_folder
     from senti.serving.placement import placement_for
     from senti.serving.server import ServerConfig
     from senti.serving.server import serve as run_server
@@ -56,7 +56,7 @@ def serve(
     api_key = api_key_from(api_key_env)
     cores = available_cores()
     with user_errors():
-        placement = placement_for(model, cores, workers, threads)
+        placement = placement_for(export_folder.read_meta(model)[0], cores, workers, threads)
     workers, per_worker = placement.workers, placement.threads
     if workers > 2 * cores:  # each worker holds a model and its threads: 64 on 2 cores took 53 s and 6.8 GB
         raise fail(f"--workers {workers}: this process may use {cores} cores; use at most {2 * cores} workers "

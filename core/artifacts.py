@@ -296,6 +296,3 @@ def _mapping(value) -> dict:
     return value
 
 
-def read_export_meta(export_dir: Path) -> ExportMeta:
-    """The export folder's validated `export.json`, or one clear error."""
-    return ExportMeta.read(export_dir)

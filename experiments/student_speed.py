@@ -29,7 +29,7 @@ def main(argv=None) -> dict:
     runtime = configure_runtime(args.threads)
     from senti.benchmarks.infer import bench_real_texts, open_backends
     from senti.benchmarks.models import resolve_model
-    from senti.core.artifacts import read_export_meta
+    from senti.serving import export_folder
     from senti.serving.tokenizer import FastTokenizer
     from senti.toolkit.data import load_splits
     from senti.toolkit.logs import quiet_libraries
@@ -48,7 +48,7 @@ def main(argv=None) -> dict:
         exports[role] = export_dir
     for _repeat in range(3):
         for role, export_dir in exports.items():
-            meta = read_export_meta(export_dir)
+            meta = export_folder.read_meta(export_dir)[0]
             backends = open_backends(export_dir, None, args.backends.split(","), int(runtime["omp_num_threads"]))
             gold = np.array([meta.labels.index(e.label) for e in rows])
             tokenizer = FastTokenizer.from_settings(export_dir, meta.tokenizer)

@@ -23,11 +23,11 @@ BATCHES = (1, 32, 1024)
 
 
 def _measure(model: str, dataset: str, rounds: int) -> dict:
-    from senti.core.artifacts import read_export_meta
+    from senti.serving import export_folder
     from senti.serving.tokenizer import FastTokenizer
     from senti.toolkit.data import load_splits
 
-    tokenizer = FastTokenizer.from_settings(Path(model), read_export_meta(Path(model)).tokenizer)
+    tokenizer = FastTokenizer.from_settings(Path(model), export_folder.read_meta(Path(model))[0].tokenizer)
     texts = [e.text for e in load_splits(dataset).dev]
     texts = (texts * (1 + 1024 // len(texts)))[:1024]
     tokenizer.encode_batch(texts[:64])  # warm-up (starts the pool)

@@ -42,15 +42,14 @@ def choose_placement(cores: int, hidden_size: int | None, workers: int | None = 
     return Placement(chosen, per_call, why)
 
 
-def model_width(export_dir) -> int | None:
-    """The hidden size export.json records, or None when it does not (an older export)."""
-    from senti.serving import export_folder
-
-    meta, _ = export_folder.read_meta(export_dir)
+def model_width(meta) -> int | None:
+    """The hidden size an export's metadata (serving.export_folder.read_meta) records, or None when it does not
+    (an older export)."""
     width = (meta.model or {}).get("hidden_size")
     return int(width) if isinstance(width, int) and width > 0 else None
 
 
-def placement_for(export_dir, cores: int, workers: int | None = None, threads: int | None = None) -> Placement:
-    """`choose_placement` for an export folder: its width read only when the user did not give both numbers."""
-    return choose_placement(cores, None if workers and threads else model_width(export_dir), workers, threads)
+def placement_for(meta, cores: int, workers: int | None = None, threads: int | None = None) -> Placement:
+    """`choose_placement` for an export, from its metadata (serving.export_folder.read_meta, read once by the
+    caller): its width matters only when the user did not give both numbers."""
+    return choose_placement(cores, None if workers and threads else model_width(meta), workers, threads)

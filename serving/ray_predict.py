@@ -177,11 +177,11 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
         import ray
     except ImportError:
         raise SentiError(INSTALL_HINT) from None
-    from senti.core.artifacts import read_export_meta
     from senti.core.runtime import available_cores
+    from senti.serving import export_folder
     from senti.serving.placement import placement_for
 
-    read_export_meta(export_dir)  # a bad export fails here, before Ray starts
+    meta, _ = export_folder.read_meta(export_dir)  # a bad export fails here, before Ray starts
     paths, kind, out_kind = _input_and_output(source, dest)
 
     started = time.perf_counter()
@@ -196,7 +196,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     # The serve rule (actors for workers): a small model scores best as single-threaded actors, one a core. On
     # 2 cores 2 x 1 scored 100,000 rows 15% faster than 1 x 2 for the same CPU (README); 2 x 1 looked slower
     # only while one input block fed one actor (the split below).
-    layout = placement_for(export_dir, cpus, actors, threads_per_actor)
+    layout = placement_for(meta, cpus, actors, threads_per_actor)
     actors, threads_per_actor = layout.workers, layout.threads
     light = {"num_cpus": 0.1}  # reading and parsing are cheap next to the model; leave the cores to the actors
     # Ray's CPU counts are logical: the actors' threads are set explicitly, and each actor reserves a

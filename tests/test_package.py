@@ -145,7 +145,22 @@ def test_lists_of_row_file_suffixes_live_only_in_the_one_table():
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
                     spelled = {e.value for e in node.elts if isinstance(e, ast.Constant)} & set(ROW_FORMATS)
-                    assert len(spelled) < 2, f"{path.relative_to(ROOT)}:{node.lineno} lists {sorted(spelled)}"
+                    assert len(spelled) < 2, f"{path.relative_to(ROOT)}:{node.lineno} lists {sorted(map(str, spelled))}"
+
+
+def test_export_json_has_one_reader():
+    """serving.export_folder.read_meta is the one reader of export.json (it also checks the parity evidence):
+    a second (core.artifacts.read_export_meta) read and checked less, and `senti serve`, the Ray driver and
+    the bench read it through both."""
+    for layer in ("core", "serving", "export", "toolkit", "benchmarks", "cli", "senti", "experiments"):
+        for path in (ROOT / layer).rglob("*.py"):
+            if path.relative_to(ROOT).as_posix() == "serving/export_folder.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Attribute) and node.attr in ("read", "parse") and \
+                        isinstance(node.value, ast.Name) and node.value.id == "ExportMeta":
+                    raise AssertionError(f"{path.relative_to(ROOT)}:{node.lineno} reads export.json itself")
+                assert not (isinstance(node, ast.Name) and node.id == "read_export_meta"), path
 
 
 def test_artifact_schemas_check_version_and_keys_and_write_atomically(tmp_path):

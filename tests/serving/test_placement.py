@@ -9,6 +9,7 @@ import pytest
 from helpers import output_of, start_senti
 
 from senti.core.runtime import available_cores, cgroup_cpu_quota
+from senti.serving import export_folder
 from senti.serving.placement import choose_placement, model_width
 
 
@@ -50,7 +51,7 @@ def test_serve_picks_the_layout_and_says_why(_exported):
     import signal
 
     out, _ = _exported
-    width = model_width(out)
+    width = model_width(export_folder.read_meta(out)[0])
     assert width == json.loads((out / "export.json").read_text(encoding="utf-8"))["model"]["hidden_size"]
     expected = choose_placement(available_cores(), width)
     proc, _ = start_senti("serve", "--model", str(out), "--backend", "onnx")
