@@ -6,6 +6,7 @@ import numpy as np
 
 from senti.core.batching import logits_in_order
 from senti.serving.backends import FORMATS
+from senti.serving.export_folder import fp_match
 
 # Batch shapes checked: one text at a time (no padding) and full length-sorted batches.
 SINGLE_TEXTS = 16
@@ -45,7 +46,7 @@ def judge(fmt: str, result: dict, reference_accuracy: float) -> dict:
         ok = drop <= limit
         reason = f"accuracy drop {drop:+.4f} {'within' if ok else 'beyond'} {limit}"
     else:
-        ok = result["max_abs_logit_diff"] <= limit and result["label_agreement"] == 1.0
+        ok = fp_match(result["max_abs_logit_diff"], result["label_agreement"], limit)
         reason = (f"max |logit diff| {result['max_abs_logit_diff']:.2e} (limit {limit:.0e}), "
                   f"label agreement {result['label_agreement']:.4f} (must be 1)")
     return {**result, "fit": bool(ok), "reason": reason}

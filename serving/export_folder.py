@@ -112,6 +112,12 @@ def check_model(predictor) -> None:
                             f"({problem}); the vocabulary, the model or the metadata was changed after export")
 
 
+def fp_match(max_abs_diff: float, label_agreement: float, limit: float) -> bool:
+    """The rule for a floating-point format (tolerance "atol"), at export and at every load: logits within `limit`
+    of the reference and every label the same."""
+    return max_abs_diff <= limit and label_agreement == 1.0
+
+
 def parity_problem(got, expected, tolerance: tuple[str, float], recorded_diff: float) -> str | None:
     """Why `got` (the opened model's logits for the parity texts) is not the export's `expected`, or None.
 
@@ -126,7 +132,7 @@ def parity_problem(got, expected, tolerance: tuple[str, float], recorded_diff: f
     worst = float(np.abs(got - expected).max())
     if kind == "atol":
         agree = float((got.argmax(1) == expected.argmax(1)).mean())
-        return None if worst <= limit and agree == 1 else f"max |logit diff| {worst:.2e}, label agreement {agree:.2f}"
+        return None if fp_match(worst, agree, limit) else f"max |logit diff| {worst:.2e}, label agreement {agree:.2f}"
     top2 = np.sort(expected, axis=1)[:, -2:]
     clear = (top2[:, 1] - top2[:, 0]) > 2 * recorded_diff
     if not clear.any():
