@@ -228,14 +228,15 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
             ds = ds.repartition(target_num_rows_per_block=rows_per_call)
         scored = _score(ray, ds, export_dir, backend, threads_per_actor, text_column, id_column, batch_size,
                         rows_per_call, actors, reserve, address)
+        # One execution, streaming: blocks are read, scored and written as they go, and nothing of the output is
+        # held (it was materialized in the object store first: the whole output in memory, or spilled).
+        if out_kind == ".parquet":
+            scored.write_parquet(dest, ray_remote_args=light)
+        else:
+            scored.write_json(dest, ray_remote_args=light)
     finally:
         context.execution_options.preserve_order = ordered
-    rows_out = scored.count()
-    errors = _error_count(scored)
-    if out_kind == ".parquet":
-        scored.write_parquet(dest, ray_remote_args=light)
-    else:
-        scored.write_json(dest, ray_remote_args=light)
+    rows_out, errors = count_written(Path(dest), out_kind)
     total_s = time.perf_counter() - started
     return {"rows_in": rows_in, "rows_out": rows_out, "errors": errors, "actors": actors, "rows_per_call": rows_per_call,
             "threads_per_actor": threads_per_actor, "layout_why": layout.why, "cpus": cpus, "ray_startup_s": startup_s,
@@ -244,7 +245,8 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
 
 def _score(ray, ds, export_dir, backend: str, threads: int, text_column: str, id_column: str, batch_size: int,
            rows_per_call: int, actors: int, reserve: float, address: str | None):
-    """The scored dataset, materialized: `actors` ScoreBatch actors, `rows_per_call` rows a call."""
+    """The scored dataset (lazy: executed by the write that follows): `actors` ScoreBatch actors, `rows_per_call`
+    rows a call."""
     with warnings.catch_warnings():
         # Ray 2.60 has no named map_batches parameter for max_restarts and warns about the generic route (to be
         # removed in Ray 2.64: revisit then); the setting is what keeps a local run free of Ray's restart warning.
@@ -258,16 +260,29 @@ def _score(ray, ds, export_dir, backend: str, threads: int, text_column: str, id
             # On this machine alone a crashed actor would only crash again: no restarts, which also spares the
             # driver Ray's warning about restartable actors whose constructor arguments live in the object store.
             **({"max_restarts": 0} if address is None else {}),
-        ).materialize()
+        )
 
 
-def _error_count(scored) -> int:
-    """Error rows of the scored (materialized) dataset, counted here from its blocks' error column: no tasks.
-    `Dataset.sum` ran a shuffle whose reduce tasks each started a worker process (about a CPU-second apiece)."""
+def count_written(dest: Path, kind: str) -> tuple[int, int]:
+    """(rows, error rows) of the part files Ray wrote to `dest`, read here one file at a time (Parquet: the footers
+    and the error column only; JSON lines: line by line), so the count holds no more than one file's errors."""
+    import json
+
     import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
-    return sum(int(pc.sum(pc.is_valid(block["error"])).as_py() or 0)
-               for block in scored.iter_batches(batch_format="pyarrow", batch_size=None))
+    rows = errors = 0
+    for part in sorted(p for p in dest.iterdir() if p.is_file() and not p.name.startswith((".", "_"))):
+        if kind == ".parquet":
+            rows += pq.ParquetFile(part).metadata.num_rows
+            errors += int(pc.sum(pc.is_valid(pq.read_table(part, columns=["error"])["error"])).as_py() or 0)
+            continue
+        with part.open(encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    rows += 1
+                    errors += json.loads(line).get("error") is not None
+    return rows, errors
 
 
 def _parquet_rows(paths: list[str]) -> int:
@@ -295,6 +310,10 @@ def _lean_data_context(ray) -> None:
     context = ray.data.DataContext.get_current()
     context.enable_operator_progress_bars = False
     context.enable_progress_bars = sys.stderr.isatty()
+    # Ray Data's issue detector printed a 15-line WARNING every 30 s into the command's output ("ReadText->
+    # SplitBlocks(32) uses 258.5MiB of memory per worker"): senti sizes the pipeline itself (blocks of one actor
+    # call, actors by the placement rule), so the detectors are off, as the warning itself says to turn them off.
+    context.issue_detectors_config.detectors = []
     # Ray Data logs a one-time WARNING that the bars are off, which senti chose: its once is spent here.
     log_once("ray_data_progress_manager_disabled")
     log_once("ray_data_progress_manager_global")
