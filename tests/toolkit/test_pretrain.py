@@ -242,3 +242,30 @@ def test_one_long_line_is_tokenized_in_windows(tmp_path):
     assert "".join(text_windows(line)) == line  # nothing lost between windows
     whole = sum(len(ids) for ids, _ in encode([line, "短的一行"]))
     assert result.stats["tokens"] == whole  # cut after spaces: the same tokens as the whole line
+
+
+def test_max_minutes_alone_fills_the_minutes_with_a_schedule_shaped_to_them(tmp_path):
+    """`senti pretrain --max-minutes M` without --epochs stopped after its one-epoch schedule, long before M."""
+    import time
+
+    corpus = _corpus(tmp_path / "c.txt", n=200)
+    started = time.perf_counter()
+    metrics, _ = _pretrain(tmp_path / "p", [str(corpus)], max_steps=None, max_minutes=0.25, fill_minutes=True,
+                           save_every=1000)
+    seconds = time.perf_counter() - started
+    steps = [s["step"] for s in metrics["steps"]]
+    one_epoch = 200 // 16
+    assert steps[-1] > 2 * one_epoch, steps[-1]  # several epochs, not one
+    assert seconds >= 15  # the minutes were used
+    state = json.loads((tmp_path / "p" / "senti.json").read_text(encoding="utf-8"))
+    assert state["steps"] == steps[-1]
+
+
+def test_the_budget_plan_warms_up_and_reaches_zero_at_the_estimated_end():
+    from senti.toolkit.loop import BudgetPlan
+
+    plan = BudgetPlan(budget_s=100.0, warmup=0.1, first_guess=10)
+    plan.update(steps_done=10, steps_this_run=10, seconds_this_run=10.0, seconds_before=0.0)  # 1 step a second
+    assert plan.total == 100
+    assert plan.factor(5) == pytest.approx(0.5) and plan.factor(10) == pytest.approx(1.0)
+    assert plan.factor(55) == pytest.approx(0.5) and plan.factor(100) == 0.0
