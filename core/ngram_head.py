@@ -117,11 +117,11 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
     return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
-def combine_numpy(deep: np.ndarray, wide: np.ndarray, weight: float, offsets=None) -> np.ndarray:
-    """`combine` on arrays, plus the class offsets: what the model answers for these two sides' logits."""
+def combine_numpy(deep: np.ndarray, wide: np.ndarray, weight: float) -> np.ndarray:
+    """`combine` on arrays: what the model answers for these two sides' logits at `weight` (before any class
+    offsets, which are added to it)."""
     deep, wide = _log_softmax(deep.astype(np.float64)), _log_softmax(wide.astype(np.float64))
-    combined = (deep + weight * wide) / (1.0 + weight)
-    return combined if offsets is None else combined + np.asarray(offsets, dtype=np.float64)
+    return (deep + weight * wide) / (1.0 + weight)
 
 
 def macro_f1(gold: np.ndarray, predicted: np.ndarray, k: int) -> float:

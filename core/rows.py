@@ -79,15 +79,13 @@ def pick_column(columns, wanted: str | None, choices, path: Path, role: str = "t
 
 def parse_json_line(line: str) -> tuple[dict | None, str | None]:
     """(object, None) for a JSON object line, else (None, why not)."""
-    from senti.core.untrusted import MAX_JSON_DEPTH, nested_deeper
+    from senti.core.untrusted import MAX_JSON_DEPTH, TooDeep, loads_bounded
 
     try:
-        record = json.loads(line)
+        record = loads_bounded(line)
     except json.JSONDecodeError as err:
         return None, f"invalid JSON ({err.msg})"
-    except RecursionError:  # a line of thousands of "[": Python's parser recursed out (a traceback, before)
-        return None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
-    if nested_deeper(record, MAX_JSON_DEPTH):
+    except TooDeep:  # a line of thousands of "[" was a RecursionError traceback, before
         return None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
     if not isinstance(record, dict):
         return None, f"expected a JSON object, found {type(record).__name__}"

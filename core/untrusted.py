@@ -58,7 +58,11 @@ def read_bounded(path: Path, limit: int, what: str, writer: str = "senti export"
     return data
 
 
-def nested_deeper(value, limit: int) -> bool:
+class TooDeep(ValueError):
+    """JSON nested deeper than MAX_JSON_DEPTH."""
+
+
+def _nested_deeper(value, limit: int) -> bool:
     """Whether parsed JSON nests deeper than `limit` (iteratively: no recursion to exhaust)."""
     stack = [(value, 1)]
     while stack:
@@ -72,6 +76,18 @@ def nested_deeper(value, limit: int) -> bool:
     return False
 
 
+def loads_bounded(text: str) -> object:
+    """`json.loads` whose nesting is bounded by MAX_JSON_DEPTH: raises TooDeep past it (Python's parser would
+    recurse out on thousands of "[" before that), json.JSONDecodeError for what is not JSON."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise TooDeep from None
+    if _nested_deeper(data, MAX_JSON_DEPTH):
+        raise TooDeep
+    return data
+
+
 def parse_json(raw: bytes, where, what: str = "JSON") -> object:
     """JSON from bytes, refused in one line (`WHERE: unreadable WHAT (why)`) when it is not UTF-8, not JSON, or
     nested deeper than MAX_JSON_DEPTH."""
@@ -79,16 +95,13 @@ def parse_json(raw: bytes, where, what: str = "JSON") -> object:
         return ArtifactError(f"{where}: unreadable {what} ({why})")
 
     try:
-        data = json.loads(raw.decode("utf-8"))
+        return loads_bounded(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
         raise refuse(f"not UTF-8 text, byte {err.start}") from None
-    except RecursionError:
+    except TooDeep:
         raise refuse(f"nested too deeply, over {MAX_JSON_DEPTH} levels") from None
     except json.JSONDecodeError as err:
         raise refuse(f"not JSON: {err.msg} at line {err.lineno}") from None
-    if nested_deeper(data, MAX_JSON_DEPTH):
-        raise refuse(f"nested too deeply, over {MAX_JSON_DEPTH} levels")
-    return data
 
 
 def read_json_file(folder: Path, name: str, what: str, kind: str) -> object:

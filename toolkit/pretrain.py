@@ -293,7 +293,7 @@ class PretrainRun:
         clock = _Clock(config.max_minutes, self.state["elapsed_minutes"] if self.state else 0.0)
         task = self.progress.add_task("pretraining", total=None if plan else total, completed=step) \
             if self.progress else None
-        tokens, ending, resumed_at = 0, False, step
+        tokens, ending = 0, False
         self.model.train()
         with stopping.stop_at_checkpoints(stopping.INTERRUPTS):
             while step < total and not ending:
@@ -309,7 +309,7 @@ class PretrainRun:
                     optimizer_step(loss, self.optimizer)
                     step += 1
                     if plan is not None:
-                        plan.update(step, step - resumed_at, clock.this_run_seconds(), clock.prior_s)
+                        plan.update(step, step - self.metrics.resumed_at, clock.this_run_seconds(), clock.prior_s)
                     schedule.step()
                     tokens += batch[0].size
                     rate = tokens / clock.this_run_seconds()

@@ -162,15 +162,18 @@ def _picks(folder: Path) -> Path:
     return path
 
 
+def damaged_jsonl(original: bytes):
+    """A JSONL file's bytes damaged, or its first record's fields (damaged_json) as the whole file."""
+    return damaged_bytes(original) | damaged_json(json.loads(original.splitlines()[0]))
+
+
 def test_picks_under_damage(tmp_path_factory):
     from senti.toolkit.labeling import read_picks
 
     path = _picks(tmp_path_factory.mktemp("picks"))
-    original = path.read_bytes()
-    record = json.loads(original.splitlines()[0])
 
     @settings(SETTINGS, max_examples=120)
-    @given(data=damaged_bytes(original) | damaged_json(record))
+    @given(data=damaged_jsonl(path.read_bytes()))
     def check(data):
         path.write_bytes(data)
         door(read_picks, path)
@@ -187,11 +190,9 @@ def test_a_label_log_under_damage(tmp_path_factory):
     job = LabelJob(picks, ["negative", "positive"], log)
     for pick in picks[:5]:
         job.answer("tab", pick.id, "label", "positive")
-    original = log.read_bytes()
-    record = json.loads(original.splitlines()[0])
 
     @settings(SETTINGS, max_examples=120)
-    @given(data=damaged_bytes(original) | damaged_json(record))
+    @given(data=damaged_jsonl(log.read_bytes()))
     def check(data):
         log.write_bytes(data)
         door(resolve_log, log)
