@@ -14,8 +14,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+SENTI = ROOT / "senti"
 PACKAGES = {"senti": "senti", "senti.cli": "cli", "senti.toolkit": "toolkit", "senti.export": "export",
             "senti.serving": "serving", "senti.benchmarks": "benchmarks"}
+LAYERS = ("core", "serving", "export", "toolkit", "benchmarks", "cli")
+
+
+def package_files(*extra: str) -> list[Path]:
+    """Every module of the package, every folder level, and of the `extra` repository folders."""
+    return sorted([*SENTI.rglob("*.py"), *(p for folder in extra for p in (ROOT / folder).rglob("*.py"))])
 
 
 def _run(script: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
@@ -82,7 +89,7 @@ BARE = ("core", "serving", "export", "toolkit", "benchmarks", "cli")
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_layers_import_only_downwards_and_only_by_the_senti_name(layer):
-    for path in sorted((ROOT / layer).rglob("*.py")):  # every folder level
+    for path in sorted((ROOT / layer if layer == "experiments" else SENTI / layer).rglob("*.py")):  # every level
         if path.name == "peer_worker.py":  # runs in the peer environment, without senti
             continue
         for name in _imports(path):
@@ -91,7 +98,7 @@ def test_layers_import_only_downwards_and_only_by_the_senti_name(layer):
 
 
 def test_cli_modules_are_short_and_its_choices_are_the_library_tuples():
-    for path in (ROOT / "cli").glob("*.py"):
+    for path in (SENTI / "cli").glob("*.py"):
         assert len(path.read_text(encoding="utf-8").splitlines()) <= 200, path.name
     from senti.benchmarks.suites import SUITES
     from senti.cli import bench, evaluate, predict, train
@@ -124,13 +131,12 @@ ARTIFACT_NAMES = _layout_file_names()
 
 
 def test_artifact_file_names_live_only_in_layout():
-    for layer in ("core", "serving", "export", "toolkit", "benchmarks", "cli", "senti"):
-        for path in (ROOT / layer).rglob("*.py"):
-            if path.name == "layout.py":
-                continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                    assert node.value not in ARTIFACT_NAMES, f"{path.relative_to(ROOT)} spells {node.value!r}"
+    for path in package_files():
+        if path.name == "layout.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert node.value not in ARTIFACT_NAMES, f"{path.relative_to(ROOT)} spells {node.value!r}"
 
 
 def test_lists_of_row_file_suffixes_live_only_in_the_one_table():
@@ -138,29 +144,27 @@ def test_lists_of_row_file_suffixes_live_only_in_the_one_table():
     table (there were three: rows, streaming output, Ray)."""
     from senti.core.rows import ROW_FORMATS
 
-    for layer in ("core", "serving", "export", "toolkit", "benchmarks", "cli", "senti"):
-        for path in (ROOT / layer).rglob("*.py"):
-            if path.relative_to(ROOT).as_posix() == "core/rows.py":
-                continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-                    spelled = {e.value for e in node.elts if isinstance(e, ast.Constant)} & set(ROW_FORMATS)
-                    assert len(spelled) < 2, f"{path.relative_to(ROOT)}:{node.lineno} lists {sorted(map(str, spelled))}"
+    for path in package_files():
+        if path.relative_to(ROOT).as_posix() == "senti/core/rows.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                spelled = {e.value for e in node.elts if isinstance(e, ast.Constant)} & set(ROW_FORMATS)
+                assert len(spelled) < 2, f"{path.relative_to(ROOT)}:{node.lineno} lists {sorted(map(str, spelled))}"
 
 
 def test_export_json_has_one_reader():
     """serving.export_folder.read_meta is the one reader of export.json (it also checks the parity evidence):
     a second (core.artifacts.read_export_meta) read and checked less, and `senti serve`, the Ray driver and
     the bench read it through both."""
-    for layer in ("core", "serving", "export", "toolkit", "benchmarks", "cli", "senti", "experiments"):
-        for path in (ROOT / layer).rglob("*.py"):
-            if path.relative_to(ROOT).as_posix() == "serving/export_folder.py":
-                continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.Attribute) and node.attr in ("read", "parse") and \
-                        isinstance(node.value, ast.Name) and node.value.id == "ExportMeta":
-                    raise AssertionError(f"{path.relative_to(ROOT)}:{node.lineno} reads export.json itself")
-                assert not (isinstance(node, ast.Name) and node.id == "read_export_meta"), path
+    for path in package_files("experiments"):
+        if path.relative_to(ROOT).as_posix() == "senti/serving/export_folder.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in ("read", "parse") and \
+                    isinstance(node.value, ast.Name) and node.value.id == "ExportMeta":
+                raise AssertionError(f"{path.relative_to(ROOT)}:{node.lineno} reads export.json itself")
+            assert not (isinstance(node, ast.Name) and node.id == "read_export_meta"), path
 
 
 def test_artifact_schemas_check_version_and_keys_and_write_atomically(tmp_path):
@@ -248,10 +252,10 @@ def test_a_normal_install_holds_only_the_senti_namespace(tmp_path):
 
 
 def test_no_toolkit_module_shadows_the_standard_library():
-    """toolkit/distributed.py runs as a script for paddle.distributed.launch, so toolkit/ is first on the
+    """senti/toolkit/distributed.py runs as a script for paddle.distributed.launch, so toolkit/ is first on the
     workers' sys.path: a module named like a standard-library one would replace it there."""
     stdlib = set(sys.stdlib_module_names)
-    clashes = [p.name for p in (ROOT / "toolkit").glob("*.py") if p.stem in stdlib]
+    clashes = [p.name for p in (SENTI / "toolkit").glob("*.py") if p.stem in stdlib]
     assert not clashes, clashes
 
 
@@ -283,11 +287,10 @@ def test_no_function_in_the_package_is_over_80_lines():
     import ast
 
     long = []
-    for folder in ("core", "serving", "export", "toolkit", "benchmarks", "cli"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
-                    if lines > 80:
-                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    for path in package_files():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > 80:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
     assert not long, long

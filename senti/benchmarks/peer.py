@@ -3,7 +3,7 @@
 PaddleNLP 2.8 pins huggingface_hub below 0.26 and today's transformers needs a newer one, so
 the peer runs in its own environment (`make peer-venv` makes `.venv-peer`; or point
 SENTI_PEER_PYTHON at any Python with torch and transformers). senti writes the exact padded
-batches to a file; `benchmarks/peer_worker.py` times them there.
+batches to a file; `senti/benchmarks/peer_worker.py` times them there.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from senti.benchmarks.flops import forward_flops, mlm_training_flops, training_f
 from senti.benchmarks.train_bench import representative_batches
 from senti.core.batching import pad_batch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository, where make peer-venv puts .venv-peer
 WORKER = Path(__file__).resolve().parent / "peer_worker.py"
 
 

@@ -2,7 +2,7 @@
 worker runs, and what the runs ask of their peers: joining, agreeing on settings, the census of who did what.
 
 The launcher runs this file as a script, which puts this folder first on the workers' sys.path: no module
-in `toolkit/` may be named like a standard-library one (a `select.py` here broke `import subprocess`).
+in its folder may be named like a standard-library one (a `select.py` here broke `import subprocess`).
 
 Gloo, the CPU collective library, gives up on a silent peer after a fixed 30 s: work one rank does alone
 (the baseline, tokenizing a corpus) happens before `join`, whose rendezvous waits far longer.

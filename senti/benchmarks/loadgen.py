@@ -1,7 +1,7 @@
 """A cheap load generator for `senti serve`, run in its own process: raw asyncio HTTP/1.1 keep-alive clients
 (no client library), a fixed number of requests, so it stops by itself. Loopback only.
 
-    python benchmarks/loadgen.py SPEC.json   ->   JSON on stdout: wall seconds, latencies, errors, own CPU-seconds
+    python senti/benchmarks/loadgen.py SPEC.json   ->   JSON on stdout: wall seconds, latencies, errors, own CPU-seconds
 """
 
 import asyncio

@@ -2,7 +2,7 @@
 # The seed article's GPU experiment, end to end, in one go (aim: under 8 minutes on one modern GPU):
 # an ERNIE-base shape (12 layers, 768 hidden), ChnSentiCorp, batch 32/64/128, fp32 against AMP,
 # dynamic graph and to_static, then every GPU inference backend. Prints the report's tables last.
-# Usage: benchmarks/gpu_check.sh [DATASET] [OUTPUT_DIR]   (run from the repository root)
+# Usage: senti/benchmarks/gpu_check.sh [DATASET] [OUTPUT_DIR]   (run from the repository root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATASET=${1:-../shared/data/chnsenticorp}
