@@ -37,7 +37,7 @@ def main(argv=None) -> dict:
     from senti.benchmarks.models import resolve_model
     from senti.core import layout
     from senti.serving.predictor import Predictor
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
     from senti.toolkit.logs import quiet_libraries
 
     quiet_libraries()

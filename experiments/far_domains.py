@@ -59,13 +59,13 @@ def main(argv=None) -> dict:
 
     quiet_libraries()
     from senti.core.checkpoint import load_checkpoint
-    from senti.toolkit.baseline import baseline_probabilities, fit_baseline
-    from senti.toolkit.batching import encode_texts
-    from senti.toolkit.config import TrainConfig
-    from senti.toolkit.data import load_splits
-    from senti.toolkit.evaluate import predict_logits
-    from senti.toolkit.selection import pick
-    from senti.toolkit.train import run_training
+    from senti.toolkit.data.batching import encode_texts
+    from senti.toolkit.data.splits import load_splits
+    from senti.toolkit.evaluation.baseline import baseline_probabilities, fit_baseline
+    from senti.toolkit.evaluation.evaluate import predict_logits
+    from senti.toolkit.surge.selection import pick
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.train import run_training
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)

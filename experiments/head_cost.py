@@ -24,7 +24,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
     from senti.serving import Predictor
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
 
     texts = [e.text for e in load_splits(args.dataset).split(args.split)]
     models = {path: Predictor.load(path, backend=args.backend, threads=1) for path in args.model}

@@ -42,7 +42,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     import tempfile
 
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
 
     texts = [e.text for e in load_splits(args.dataset).dev][:256]
     sent = [texts[(n * 4 + k) % len(texts)] for n in range(1000) for k in range(4)]

@@ -45,7 +45,7 @@ def main(argv=None) -> dict:
 
     configure_runtime(1)
     from senti.serving import Predictor
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
 
     texts = [e.text for e in load_splits(args.dataset).split(args.split)]
     predictor = Predictor.load(args.model, backend=args.format, threads=1)

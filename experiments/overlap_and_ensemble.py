@@ -20,10 +20,10 @@ def main() -> None:
     args = parser.parse_args()
     from senti.core.checkpoint import load_checkpoint
     from senti.serving.predictor import softmax
-    from senti.toolkit.baseline import baseline_probabilities, fit_baseline
-    from senti.toolkit.batching import encode_texts
-    from senti.toolkit.data import load_splits
-    from senti.toolkit.evaluate import predict_logits
+    from senti.toolkit.data.batching import encode_texts
+    from senti.toolkit.data.splits import load_splits
+    from senti.toolkit.evaluation.baseline import baseline_probabilities, fit_baseline
+    from senti.toolkit.evaluation.evaluate import predict_logits
 
     splits = load_splits(args.dataset, seed=args.seed)
     labels = splits.labels

@@ -28,8 +28,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from senti.core import layout
-    from senti.toolkit.config import TrainConfig
-    from senti.toolkit.train import run_training
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.train import run_training
 
     snapshots = sorted((args.pretrained / "snapshots").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
     points = [(0, 0.0, f"scratch:{args.from_scratch_shape}")] + [

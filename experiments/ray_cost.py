@@ -31,7 +31,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--threads-per-actor", type=int)
     parser.add_argument("--output", help="write the records here as JSON")
     args = parser.parse_args(argv)
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
 
     texts = [e.text for e in load_splits(args.dataset).dev]
     records = []

@@ -37,7 +37,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     from senti.benchmarks.serve_load import in_process, through_server
     from senti.core.runtime import available_cores, cpu_info
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
 
     cores = available_cores()
     texts = [e.text for e in load_splits(args.dataset).dev][:256]

@@ -48,7 +48,7 @@ def main(argv=None) -> dict:
 
     configure_runtime(args.threads)
     from senti.benchmarks.serve_load import in_process, through_server
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
 
     texts = [e.text for e in load_splits(args.dataset).dev][:256]
     load = dict(clients=32, requests=args.requests, texts_per_request=4)

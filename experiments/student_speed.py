@@ -31,7 +31,7 @@ def main(argv=None) -> dict:
     from senti.benchmarks.models import resolve_model
     from senti.serving import export_folder
     from senti.serving.tokenizer import FastTokenizer
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
     from senti.toolkit.logs import quiet_libraries
 
     quiet_libraries()

@@ -28,8 +28,8 @@ SURGE_SEED = 42  # the surge domain is always cut the same way: picks come from 
 
 def _accuracy(checkpoint: Path, rows) -> float:
     from senti.core.checkpoint import load_checkpoint
-    from senti.toolkit.batching import encode_texts
-    from senti.toolkit.evaluate import predict_logits
+    from senti.toolkit.data.batching import encode_texts
+    from senti.toolkit.evaluation.evaluate import predict_logits
 
     model, tokenizer, meta = load_checkpoint(checkpoint)
     logits = predict_logits(model, encode_texts(tokenizer, [e.text for e in rows], meta.max_seq_len)[0])
@@ -68,8 +68,8 @@ def _finetune(parent: Path, picks, dev_rows, old: str, seed: int, out: Path, say
               **options) -> Path:
     """`senti train` continuing `parent` on the picks with replay of `old`, its defaults but for `options` (other
     TrainConfig fields)."""
-    from senti.toolkit.config import TrainConfig
-    from senti.toolkit.train import run_training
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.train import run_training
 
     data = out.with_name(out.name + "-data")
     _write_tsv(data / "train.tsv", picks)
@@ -111,9 +111,9 @@ def main(argv=None) -> dict:
     from senti.export.pipeline import ExportConfig
     from senti.serving import Predictor
     from senti.serving.drift import describe, summarize
-    from senti.toolkit.data import load_splits
-    from senti.toolkit.exporting import export_checkpoint
-    from senti.toolkit.selection import pick
+    from senti.toolkit.data.splits import load_splits
+    from senti.toolkit.surge.selection import pick
+    from senti.toolkit.training.exporting import export_checkpoint
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -182,8 +182,8 @@ def _timed_loop(parent, export, pool, probs_pool, labels, dev_rows, old, out, sa
     import httpx
 
     from senti.export.pipeline import ExportConfig
-    from senti.toolkit.exporting import export_checkpoint
-    from senti.toolkit.selection import pick
+    from senti.toolkit.surge.selection import pick
+    from senti.toolkit.training.exporting import export_checkpoint
 
     live = out / "live-export"
     if live.exists():

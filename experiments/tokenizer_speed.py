@@ -25,7 +25,7 @@ BATCHES = (1, 32, 1024)
 def _measure(model: str, dataset: str, rounds: int) -> dict:
     from senti.serving import export_folder
     from senti.serving.tokenizer import FastTokenizer
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
 
     tokenizer = FastTokenizer.from_settings(Path(model), export_folder.read_meta(Path(model))[0].tokenizer)
     texts = [e.text for e in load_splits(dataset).dev]

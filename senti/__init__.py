@@ -24,13 +24,13 @@ _ENTRY_POINTS = {
     "SentiError": "senti.core.errors",
     "ArtifactError": "senti.core.errors",
     "DataError": "senti.core.errors",
-    "TrainConfig": "senti.toolkit.config",
-    "DistillConfig": "senti.toolkit.config",
+    "TrainConfig": "senti.toolkit.training.config",
+    "DistillConfig": "senti.toolkit.training.config",
     "ExportConfig": "senti.export.pipeline",
-    "run_training": "senti.toolkit.train",
-    "run_distillation": "senti.toolkit.distill",
-    "export_checkpoint": "senti.toolkit.exporting",
-    "evaluate_checkpoint": "senti.toolkit.evaluate",
+    "run_training": "senti.toolkit.training.train",
+    "run_distillation": "senti.toolkit.training.distill",
+    "export_checkpoint": "senti.toolkit.training.exporting",
+    "evaluate_checkpoint": "senti.toolkit.evaluation.evaluate",
 }
 
 __all__ = sorted(_ENTRY_POINTS)

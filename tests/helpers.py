@@ -77,8 +77,8 @@ def write_folder(folder: Path, train, dev, test=None, suffix=".tsv") -> Path:
 
 
 def train_tiny(output_dir: Path, dataset: Path, **overrides):
-    from senti.toolkit.config import TrainConfig
-    from senti.toolkit.train import run_training
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.train import run_training
 
     settings: dict[str, Any] = dict(model="scratch:tiny", dataset=str(dataset), output_dir=str(output_dir), epochs=2,
                     batch_size=16, lr=1e-3, device="cpu", seed=7)

@@ -55,8 +55,8 @@ def test_only_the_senti_namespace_is_importable_and_import_senti_is_light(tmp_pa
 def test_entry_points_are_the_library_functions():
     import senti
     from senti.export.pipeline import ExportConfig
-    from senti.toolkit import distill, exporting, train
-    from senti.toolkit.config import DistillConfig, TrainConfig
+    from senti.toolkit.training import distill, exporting, train
+    from senti.toolkit.training.config import DistillConfig, TrainConfig
 
     assert senti.run_training is train.run_training and senti.run_distillation is distill.run_distillation
     assert senti.export_checkpoint is exporting.export_checkpoint
@@ -97,6 +97,103 @@ def test_layers_import_only_downwards_and_only_by_the_senti_name(layer):
             assert name.split(".")[0] not in BARE, f"{path.relative_to(ROOT)} imports bare {name}"
 
 
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, at the top or inside a function alike (`from a import b`
+    where a.b is a module counts as importing a.b)."""
+    modules = {_module_name(p): p for p in package_files()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], *filter(None, [base])])
+                targets.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names)
+            elif isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan): each is an import circle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_between_modules_or_inside_any_package():
+    """Function-level imports included. Inside each package its parts (modules and subpackages, each taken
+    whole) import one another without a circle too: a wing never imports a wing that imports it back."""
+    graph = import_graph()
+    assert circles(graph) == []
+    packages = {m for m in graph if (SENTI.parent / m.replace(".", "/") / "__init__.py").exists()}
+    for package in sorted(packages):
+        prefix = package + "."
+        collapsed: dict[str, set[str]] = {}
+        for module, targets in graph.items():
+            if module.startswith(prefix):
+                part = module[len(prefix):].split(".")[0]
+                collapsed.setdefault(part, set()).update(
+                    t[len(prefix):].split(".")[0] for t in targets if t.startswith(prefix))
+        collapsed = {part: targets - {part} for part, targets in collapsed.items()}
+        assert circles(collapsed) == [], package
+
+
+# The toolkit's wings, lowest first: each imports only the wings before it (senti/toolkit/__init__.py).
+WINGS = ("data", "evaluation", "training", "surge", "cluster")
+
+
+def test_toolkit_wings_import_downwards_only():
+    graph = import_graph()
+    for module, targets in graph.items():
+        if not module.startswith("senti.toolkit."):
+            continue
+        part = module.split(".")[2]
+        allowed = set(WINGS[: WINGS.index(part)]) | {part} if part in WINGS else set()
+        for target in targets:
+            if target.startswith("senti.toolkit."):
+                wing = target.split(".")[2]
+                assert wing not in WINGS or wing in allowed, f"{module} imports {target}"
+
+
 def test_cli_modules_are_short_and_its_choices_are_the_library_tuples():
     for path in (SENTI / "cli").glob("*.py"):
         assert len(path.read_text(encoding="utf-8").splitlines()) <= 200, path.name
@@ -104,8 +201,8 @@ def test_cli_modules_are_short_and_its_choices_are_the_library_tuples():
     from senti.cli import bench, evaluate, predict, train
     from senti.serving.backends import BACKENDS
     from senti.serving.predictor import LONG_TEXT_MODES
-    from senti.toolkit.config import DEVICES
-    from senti.toolkit.data import EVAL_SPLITS
+    from senti.toolkit.data.splits import EVAL_SPLITS
+    from senti.toolkit.training.config import DEVICES
 
     values = lambda enum: tuple(e.value for e in enum)  # noqa: E731
     assert values(predict.Backend) == ("auto", *BACKENDS) and values(predict.LongText) == LONG_TEXT_MODES
@@ -195,7 +292,7 @@ def test_artifact_schemas_check_version_and_keys_and_write_atomically(tmp_path):
 
 def test_settings_share_one_validated_base():
     from senti.core.errors import SentiError
-    from senti.toolkit.config import DistillConfig, RunConfig, TrainConfig
+    from senti.toolkit.training.config import DistillConfig, RunConfig, TrainConfig
 
     assert issubclass(TrainConfig, RunConfig) and issubclass(DistillConfig, RunConfig)
     with pytest.raises(SentiError, match="invalid distillation setting: device must be one of"):
@@ -240,7 +337,7 @@ def test_a_normal_install_holds_only_the_senti_namespace(tmp_path):
                                 str(site), str(wheel)], capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr[-2000:]
     result = _run("""
-        import senti.serving, senti.cli, senti.toolkit.config
+        import senti.serving, senti.cli, senti.toolkit.training.config
         print(senti.serving.__file__)
         try:
             import serving
@@ -251,11 +348,15 @@ def test_a_normal_install_holds_only_the_senti_namespace(tmp_path):
     assert result.stdout.splitlines() == [str(site / "senti" / "serving" / "__init__.py"), "no bare serving"]
 
 
-def test_no_toolkit_module_shadows_the_standard_library():
-    """senti/toolkit/distributed.py runs as a script for paddle.distributed.launch, so toolkit/ is first on the
-    workers' sys.path: a module named like a standard-library one would replace it there."""
+def test_no_module_beside_the_worker_script_shadows_the_standard_library():
+    """senti/toolkit/cluster/worker.py runs as a script for paddle.distributed.launch, so its folder is first on
+    the workers' sys.path: a module there named like a standard-library one would replace it."""
+    from senti.toolkit.cluster import launch
+
     stdlib = set(sys.stdlib_module_names)
-    clashes = [p.name for p in (SENTI / "toolkit").glob("*.py") if p.stem in stdlib]
+    folder = Path(launch.__file__).parent
+    assert (folder / "worker.py").is_file()
+    clashes = [p.name for p in folder.glob("*.py") if p.stem in stdlib]
     assert not clashes, clashes
 
 
@@ -265,8 +366,8 @@ def test_train_and_distill_options_are_the_settings_fields():
     from dataclasses import fields
 
     from senti.cli import distill, pretrain, train
-    from senti.toolkit.config import DistillConfig, TrainConfig
-    from senti.toolkit.pretrain import PretrainConfig
+    from senti.toolkit.training.config import DistillConfig, TrainConfig
+    from senti.toolkit.training.pretrain import PretrainConfig
 
     unsettable = {"dataset", "max_minutes"}  # set by the command itself (pretraining reads --corpus), or its own
     launch = {"devices", "nnodes", "node_rank", "master", "join_timeout"}  # where the run goes, not what it does

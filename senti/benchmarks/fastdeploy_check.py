@@ -40,7 +40,7 @@ def main(argv=None) -> dict:
     from senti.core import layout
     from senti.core.batching import length_sorted_batches, pad_batch
     from senti.serving import Predictor
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
 
     export = Path(args.model)
     predictor = Predictor.load(export, backend="onnx", threads=args.threads)

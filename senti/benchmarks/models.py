@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from senti.core import layout
-from senti.toolkit.models import SHAPES
+from senti.toolkit.training.models import SHAPES
 
 
 def random_checkpoint(shape: str, out: Path, texts: list[str], labels: list[str], max_seq_len: int = 128) -> Path:
@@ -15,9 +15,8 @@ def random_checkpoint(shape: str, out: Path, texts: list[str], labels: list[str]
     figures beside them are then chance level, and the report says so.
     """
     from senti.core.checkpoint import read_meta
-    from senti.toolkit.checkpoint import save_checkpoint, versions
-    from senti.toolkit.models import build_model
-    from senti.toolkit.train import checkpoint_meta
+    from senti.toolkit.training.checkpoint import checkpoint_meta, save_checkpoint, versions
+    from senti.toolkit.training.models import build_model
 
     if (out / layout.CHECKPOINT_META).is_file():
         read_meta(out)

@@ -70,7 +70,7 @@ class BenchContext:
     device: str
     threads: int
     env: dict
-    splits: object  # senti.toolkit.data.Splits
+    splits: object  # senti.toolkit.data.splits.Splits
     checkpoint: Path
     export_dir: Path
     trained: bool  # False: random weights, so accuracy is chance level
@@ -113,8 +113,8 @@ def run_bench(config: BenchConfig, say=print) -> Path:
     from senti.core import stopping
     from senti.core.checkpoint import load_checkpoint
     from senti.core.errors import SentiError
-    from senti.toolkit.batching import encode_texts
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.batching import encode_texts
+    from senti.toolkit.data.splits import load_splits
 
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -14,8 +14,8 @@ import numpy as np
 from senti.benchmarks.flops import mlm_training_flops, training_flops
 from senti.benchmarks.timing import summarize
 from senti.core.batching import pad_batch
-from senti.toolkit.batching import length_bucketed_batches
-from senti.toolkit.loop import optimizer_step
+from senti.toolkit.data.batching import length_bucketed_batches
+from senti.toolkit.training.loop import optimizer_step
 
 OOM_MARKERS = ("out of memory", "ResourceExhausted", "Cannot allocate")
 
@@ -148,7 +148,7 @@ def bench_pretraining(model_config, encoded, shape: dict, batch: int, steps: int
     import paddle.nn.functional as F
     from paddlenlp.transformers import ErnieForMaskedLM
 
-    from senti.toolkit.masking import mask_batch
+    from senti.toolkit.training.masking import mask_batch
 
     lengths = [len(e) for e in encoded]
     batches = representative_batches(lengths, batch, np.random.default_rng(0))

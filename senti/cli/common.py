@@ -39,7 +39,7 @@ def parallel_plan(devices: str | None, nnodes: int | None, node_rank: int | None
                   join_timeout: float):
     """(device ids, Cluster) when the run goes through paddle.distributed.launch (several devices on this node,
     or several nodes), else ([], None)."""
-    from senti.toolkit.cluster import Cluster
+    from senti.toolkit.cluster.launch import Cluster
 
     device_ids = [d.strip() for d in devices.split(",") if d.strip()] if devices else []
     cluster = Cluster.from_options(nnodes, node_rank, master, join_timeout)
@@ -52,8 +52,8 @@ def run_data_parallel(config, device_ids: list[str], cluster) -> dict | None:
     from pathlib import Path
 
     from senti.core.runtime import configure_runtime
-    from senti.toolkit.cluster import launch_training
-    from senti.toolkit.run import launcher_device
+    from senti.toolkit.cluster.launch import launch_training
+    from senti.toolkit.training.run import launcher_device
 
     configure_runtime(config.threads)  # the workers inherit the thread settings from the start
     config.device = launcher_device(config.device)

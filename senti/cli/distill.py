@@ -92,7 +92,7 @@ def distill(
 ):
     """Distill a fine-tuned teacher into a small student (soft targets, hard labels, optional hidden MSE)."""
     with user_errors():
-        from senti.toolkit.config import DistillConfig, parse_loss_weights
+        from senti.toolkit.training.config import DistillConfig, parse_loss_weights
 
         config = DistillConfig(
             teacher=str(teacher), output_dir=str(output_dir), student=student, dataset=dataset,
@@ -112,7 +112,7 @@ def distill(
             report = DistillReport.read(output_dir).to_json()
         else:
             quiet(threads)
-            from senti.toolkit.distill import run_distillation
+            from senti.toolkit.training.distill import run_distillation
 
             with step_progress() as progress:
                 report = run_distillation(config, say=say, progress=progress)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, user_errors
 from senti.cli.predict import Backend
-from senti.toolkit.data import EVAL_SPLITS
+from senti.toolkit.data.splits import EVAL_SPLITS
 
 app = typer.Typer()
 if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
@@ -48,7 +48,7 @@ def evaluate(
     several --dataset (or --group-by), one table row per domain with the baseline beside each."""
     quiet()
     from senti.core import layout
-    from senti.toolkit.evaluate import evaluate_model, write_evaluation
+    from senti.toolkit.evaluation.evaluate import evaluate_model, write_evaluation
 
     datasets = dataset or []
     with user_errors():
@@ -57,7 +57,7 @@ def evaluate(
 
             check_output(None, output, suffixes=(".json",))
         if len(datasets) > 1 or group_by is not None:
-            from senti.toolkit.evaluate import evaluate_domains
+            from senti.toolkit.evaluation.evaluate import evaluate_domains
 
             report = evaluate_domains(model, datasets, split.value, batch_size, trust_pickle, backend.value,
                                       baseline, seed, group_by)
@@ -79,7 +79,7 @@ def evaluate(
                       f"rows): accuracy [bold]{b['scored']['accuracy']:.4f}[/], macro-F1 {b['scored']['macro_f1']:.4f}"
                       f" on the same texts; model - baseline: {result['accuracy'] - b['scored']['accuracy']:+.4f}")
     if result.get("seen_in_training"):
-        from senti.toolkit.seen import describe
+        from senti.toolkit.data.seen import describe
 
         console.print(describe(result["seen_in_training"], result["n"]))
     per_class = Table(title="per class")

@@ -42,7 +42,7 @@ def export_cmd(
     """Static graph, Paddle Inference and ONNX (optimized, INT8, fp16), each proven against the dynamic graph."""
     quiet(threads)
     from senti.export.pipeline import ExportConfig
-    from senti.toolkit.exporting import export_checkpoint
+    from senti.toolkit.training.exporting import export_checkpoint
 
     with user_errors(), sigterm_unwinds():
         config = ExportConfig(model=str(model), output_dir=str(output_dir), quantize=quantize and quantize.value,

@@ -33,13 +33,13 @@ def label(
     quiet_warnings()
     api_key = api_key_from(api_key_env)
     with user_errors():
-        from senti.toolkit.labeling import open_job
+        from senti.toolkit.surge.labeling import open_job
 
         job = open_job(input, output, model, labels, text_column, trust_pickle)
     import uvicorn
 
     from senti.serving.http_guard import HostGuard, allowed_hosts
-    from senti.toolkit.label_server import create_label_app
+    from senti.toolkit.surge.label_server import create_label_app
 
     if job.repaired:
         console.print(f"{output}: cut a half-written last line ({job.repaired} bytes): the answer in flight when "

@@ -70,7 +70,7 @@ def pretrain(
 ):
     """Pretrain ERNIE with masked-LM on unlabelled text; resumes when the folder holds an unfinished run."""
     with user_errors():
-        from senti.toolkit.pretrain import PretrainConfig, run_pretraining
+        from senti.toolkit.training.pretrain import PretrainConfig, run_pretraining
 
         config = PretrainConfig(
             output_dir=str(output_dir), corpus=list(corpus), model=model, epochs=epochs or 1, max_steps=max_steps,

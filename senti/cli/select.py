@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, user_errors
-from senti.toolkit.selection import STRATEGIES
+from senti.toolkit.surge.selection import STRATEGIES
 
 app = typer.Typer()
 if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
@@ -36,7 +36,7 @@ def select(
 ):
     """Pick the reviews worth labelling (uncertain, not duplicated), keeping their ids and columns."""
     quiet()
-    from senti.toolkit.selection import select_file
+    from senti.toolkit.surge.selection import select_file
 
     with user_errors():
         result = select_file(model, input, output, budget, strategy.value, seed, text_column, trust_pickle,

@@ -25,7 +25,7 @@ from senti.cli.common import (
 )
 from senti.core import layout
 from senti.core.ngram_head import DEFAULT_BUCKETS
-from senti.toolkit.config import AMP_DTYPES, CLASS_WEIGHTS, DEVICES, LOGIT_ADJUSTMENTS
+from senti.toolkit.training.config import AMP_DTYPES, CLASS_WEIGHTS, DEVICES, LOGIT_ADJUSTMENTS
 
 app = typer.Typer()
 if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
@@ -111,7 +111,7 @@ def train(
 ):
     """Fine-tune an ERNIE sentiment classifier in dynamic graph; keeps the best dev checkpoint."""
     with user_errors():
-        from senti.toolkit.config import TrainConfig
+        from senti.toolkit.training.config import TrainConfig
 
         config = TrainConfig(
             output_dir=str(output_dir), model=model, dataset=dataset, epochs=epochs, batch_size=batch_size,
@@ -126,7 +126,7 @@ def train(
         if cluster:
             metrics = run_data_parallel(config, device_ids, cluster)
         else:
-            from senti.toolkit.train import run_training
+            from senti.toolkit.training.train import run_training
 
             quiet(threads)
             with step_progress() as progress:

@@ -19,7 +19,7 @@ HELDOUT_TEXT_HASHES = "heldout_text_hashes.npy"  # 64-bit hashes of the dev and 
 LEGACY_CONFIG = "model_config.json"  # older PaddleNLP folders' config
 LAUNCH_LOGS = "launch_logs"  # each node's launcher and worker logs, inside the run's output folder
 # What a run of senti leaves in its output folder before (or without) a checkpoint: a folder holding only these is
-# senti's own, and a new run may write into it; anything else is the user's (toolkit.checkpoint.refuse_existing).
+# senti's own, and a new run may write into it; anything else is the user's (toolkit.training.checkpoint.refuse_existing).
 RUN_FILES = (TRAIN_CONFIG, METRICS, CURVES_PNG, DISTILL_CONFIG, DISTILL_META, PRETRAIN_CONFIG, PRETRAIN_STATE,
              PRETRAIN_TEXT_HASHES, TRAIN_TEXT_HASHES, HELDOUT_TEXT_HASHES, LAUNCH_LOGS)
 

@@ -36,8 +36,8 @@ def test_standalone_tokenizer_matches_ernie_tokenizer_on_chnsenticorp_dev(chnsen
     from tokenizers import Tokenizer
 
     from senti.serving.tokenizer import FastTokenizer
-    from senti.toolkit.data import load_splits
-    from senti.toolkit.models import build_char_vocab
+    from senti.toolkit.data.splits import load_splits
+    from senti.toolkit.training.models import build_char_vocab
 
     splits = load_splits(str(chnsenticorp))
     vocab = tmp_path / "vocab.txt"
@@ -128,9 +128,9 @@ def test_train_and_export_print_their_own_story_and_nothing_else(tmp_path):
 def test_default_learning_rate_follows_where_the_weights_come_from(tmp_path):
     """Random weights learn at the scratch default; a hub name fine-tunes at PaddleNLP's; a checkpoint continues at
     the rate of where its weights began (issue 19: a scratch checkpoint at 5e-5 barely moved)."""
-    from senti.toolkit.config import TrainConfig
-    from senti.toolkit.models import FINE_TUNE_LR, SCRATCH_LR, default_lr
-    from senti.toolkit.train import run_training
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.models import FINE_TUNE_LR, SCRATCH_LR, default_lr
+    from senti.toolkit.training.train import run_training
 
     assert default_lr("scratch:tiny")[0] == SCRATCH_LR and default_lr("ernie-3.0-nano-zh")[0] == FINE_TUNE_LR
     data = write_folder(tmp_path / "d", synthetic_rows(600, seed=1), synthetic_rows(120, seed=2))

@@ -105,7 +105,7 @@ def test_export_json_under_damage(_exported, tmp_path_factory):
 
 
 def test_model_config_under_damage(tiny_checkpoint):
-    from senti.toolkit.models import folder_config
+    from senti.toolkit.training.models import folder_config
 
     checkpoint, _ = tiny_checkpoint
     original = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
@@ -121,7 +121,7 @@ def test_model_config_under_damage(tiny_checkpoint):
 
 @pytest.mark.parametrize("name", ["config.json", "vocab.txt"])
 def test_a_link_out_of_a_model_folder_is_refused(tiny_checkpoint, tmp_path, name):
-    from senti.toolkit.models import folder_config
+    from senti.toolkit.training.models import folder_config
 
     checkpoint, _ = tiny_checkpoint
     outside = tmp_path / "elsewhere"
@@ -137,7 +137,7 @@ def test_a_link_out_of_a_model_folder_is_refused(tiny_checkpoint, tmp_path, name
 
 
 def test_a_corpus_under_damage(tmp_path_factory):
-    from senti.toolkit.corpus import corpus_texts
+    from senti.toolkit.data.corpus import corpus_texts
 
     original = "\n".join(t for _, t in synthetic_rows(30, seed=4)).encode()
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
@@ -168,7 +168,7 @@ def damaged_jsonl(original: bytes):
 
 
 def test_picks_under_damage(tmp_path_factory):
-    from senti.toolkit.labeling import read_picks
+    from senti.toolkit.surge.labeling import read_picks
 
     path = _picks(tmp_path_factory.mktemp("picks"))
 
@@ -182,7 +182,8 @@ def test_picks_under_damage(tmp_path_factory):
 
 
 def test_a_label_log_under_damage(tmp_path_factory):
-    from senti.toolkit.labeling import LabelJob, read_picks, resolve_log
+    from senti.toolkit.data.label_log import resolve_log
+    from senti.toolkit.surge.labeling import LabelJob, read_picks
 
     folder = tmp_path_factory.mktemp("log")
     picks = read_picks(_picks(folder))
@@ -232,7 +233,7 @@ def test_row_files_under_damage(tmp_path_factory, suffix):
 
 
 def test_a_dataset_folder_under_damage(tmp_path_factory):
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
 
     folder = write_folder(tmp_path_factory.mktemp("data") / "d", synthetic_rows(40, seed=1),
                           synthetic_rows(10, seed=2), synthetic_rows(10, seed=3))

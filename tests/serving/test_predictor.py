@@ -38,8 +38,8 @@ def test_fast_tokenizer_matches_ernie_tokenizer_on_chnsenticorp_dev(chnsenticorp
     """A vocabulary built from ChnSentiCorp train, tokenizing every dev text (Traditional rows included)."""
     from paddlenlp.transformers import ErnieTokenizer
 
-    from senti.toolkit.data import load_splits
-    from senti.toolkit.models import build_char_vocab
+    from senti.toolkit.data.splits import load_splits
+    from senti.toolkit.training.models import build_char_vocab
 
     splits = load_splits(str(chnsenticorp))
     vocab = tmp_path / "vocab.txt"
@@ -58,13 +58,13 @@ TESTED_BACKENDS = ["onnx", "onnx-opt", "onnx-int8", "onnx-int8-static", "onnx-fp
 
 def test_every_backend_and_preset_has_a_test():
     from senti.serving.backends import BACKENDS
-    from senti.toolkit.distill import STUDENT_PRESETS
-    from senti.toolkit.models import PRESETS, SHAPES
+    from senti.toolkit.training.distill import STUDENT_PRESETS
+    from senti.toolkit.training.models import PRESETS, SHAPES
 
     assert set(BACKENDS) == set(TESTED_BACKENDS)
     # Presets are names for shapes: each one must resolve to a shape the model builder knows.
     assert set(PRESETS.values()) | set(STUDENT_PRESETS.values()) <= set(SHAPES)
-    from senti.toolkit.models import ernie_config
+    from senti.toolkit.training.models import ernie_config
 
     for name, (layers, hidden, heads, ffn) in SHAPES.items():
         config = ernie_config(name, 100, ["a", "b"], 128)

@@ -65,7 +65,7 @@ def _kill_tree(pid: int) -> None:
 
 def _digest_of(folder: Path) -> str:
     from senti.core.checkpoint import load_checkpoint
-    from senti.toolkit.distributed import weights_digest
+    from senti.toolkit.training.collective import weights_digest
 
     model, _, _ = load_checkpoint(folder)
     return weights_digest(model)
@@ -161,7 +161,7 @@ def test_bad_cluster_options_are_one_line(options, message, reviews, tmp_path):
 
 
 def test_the_launchers_environment_stands_in_for_the_options(monkeypatch):
-    from senti.toolkit.cluster import Cluster
+    from senti.toolkit.cluster.launch import Cluster
 
     monkeypatch.setenv("PADDLE_NNODES", "3")
     monkeypatch.setenv("PADDLE_RANK", "2")
@@ -247,7 +247,7 @@ def test_a_killed_run_leaves_no_worker_behind(tmp_path):
     deadline, tree = time.monotonic() + 120, []
     while time.monotonic() < deadline:  # senti, the launcher and both workers
         tree = [p for p in psutil.Process(proc.pid).children(recursive=True)
-                if "distributed.py" in " ".join(p.cmdline()) and "senti.toolkit.launcher" not in p.cmdline()]
+                if "distributed.py" in " ".join(p.cmdline()) and "senti.toolkit.cluster.launcher" not in p.cmdline()]
         if len(tree) == 2:
             break
         time.sleep(0.5)

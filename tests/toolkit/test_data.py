@@ -1,4 +1,4 @@
-"""Dataset sources, label handling and every bad-input case of `toolkit.data`."""
+"""Dataset sources, label handling and every bad-input case of `toolkit.data.splits`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from helpers import EMOTIONS, synthetic_rows, write_folder, write_rows
 
 from senti.core.errors import DataError
-from senti.toolkit.data import load_splits, read_table
+from senti.toolkit.data.splits import load_splits, read_table
 
 
 def test_folder_in_chnsenticorp_layout_names_binary_labels(tmp_path):

@@ -12,7 +12,7 @@ from helpers import EMOTIONS, export_tiny, synthetic_rows, write_folder
 
 from senti.core import layout
 from senti.core.errors import SentiError
-from senti.toolkit.distill import DistillConfig, layer_map, run_distillation
+from senti.toolkit.training.distill import DistillConfig, layer_map, run_distillation
 
 
 def _distill(teacher, data, out, **overrides):
@@ -23,7 +23,7 @@ def _distill(teacher, data, out, **overrides):
 
 
 def test_distilled_student_is_an_ordinary_checkpoint_with_a_report(tiny_checkpoint, tmp_path, monkeypatch):
-    import senti.toolkit.distill as distill
+    import senti.toolkit.training.distill as distill
 
     ckpt, data = tiny_checkpoint
     calls = []
@@ -62,7 +62,7 @@ def test_hidden_loss_and_init_from_teacher(tiny_checkpoint, tmp_path):
     import paddle
 
     from senti.core.checkpoint import load_checkpoint
-    from senti.toolkit.distill import build_student
+    from senti.toolkit.training.distill import build_student
 
     ckpt, data = tiny_checkpoint
     teacher, _, meta = load_checkpoint(ckpt)
@@ -105,7 +105,7 @@ def test_eval_and_export_cut_the_splits_the_student_was_trained_on(tiny_checkpoi
     from helpers import write_rows
     from typer.testing import CliRunner
 
-    import senti.toolkit.data as data_module
+    import senti.toolkit.data.splits as data_module
     from senti.cli import app
 
     ckpt, _ = tiny_checkpoint
@@ -139,9 +139,9 @@ def test_eval_and_export_cut_the_splits_the_student_was_trained_on(tiny_checkpoi
 def test_an_ngram_teacher_and_a_pretrained_student(tiny_checkpoint, tmp_path):
     """--teacher-ngram 1: the n-gram baseline alone is the teacher (its dev figure is the n-gram model's); a
     pretrained folder with the teacher's vocabulary is a student; a foreign vocabulary is refused."""
-    from senti.toolkit.baseline import baseline_figures
-    from senti.toolkit.data import load_splits
-    from senti.toolkit.pretrain import PretrainConfig, run_pretraining
+    from senti.toolkit.data.splits import load_splits
+    from senti.toolkit.evaluation.baseline import baseline_figures
+    from senti.toolkit.training.pretrain import PretrainConfig, run_pretraining
 
     ckpt, data = tiny_checkpoint
     corpus = tmp_path / "corpus.txt"
@@ -167,7 +167,7 @@ def test_soft_loss_is_the_kl_at_temperature_scaled_by_its_square():
     their size whatever the temperature."""
     import paddle
 
-    from senti.toolkit.distill import LossInputs, soft_kl
+    from senti.toolkit.training.distill import LossInputs, soft_kl
 
     student = np.array([[2.0, -1.0, 0.5], [0.1, 0.3, -2.0]], dtype=np.float32)
     teacher = np.array([[1.0, 0.0, 2.0], [-1.0, 1.5, 0.0]], dtype=np.float32)

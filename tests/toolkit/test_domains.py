@@ -13,7 +13,7 @@ def test_eval_scores_several_domains_with_the_baseline_beside_each(tiny_checkpoi
     from typer.testing import CliRunner
 
     from senti.cli import app
-    from senti.toolkit.evaluate import evaluate_model
+    from senti.toolkit.evaluation.evaluate import evaluate_model
 
     ckpt, _ = tiny_checkpoint
     a = write_folder(tmp_path / "books", synthetic_rows(60, seed=11), synthetic_rows(20, seed=12),

@@ -18,8 +18,9 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 from senti.core.errors import DataError
-from senti.toolkit.data import load_splits
-from senti.toolkit.labeling import LabelJob, open_job, read_picks, resolve_log
+from senti.toolkit.data.label_log import resolve_log
+from senti.toolkit.data.splits import load_splits
+from senti.toolkit.surge.labeling import LabelJob, open_job, read_picks
 
 
 def picks_file(path: Path, n: int = 30, seed: int = 5) -> tuple[Path, list[tuple[str, str]]]:
@@ -101,7 +102,7 @@ def test_bad_input_is_refused_in_one_line(tmp_path, _exported):
 
 def test_select_on_a_pool_of_only_bad_rows_names_the_first_bad_line(tmp_path, _exported):
     """It said "no texts to choose from" and named no line at all."""
-    from senti.toolkit.selection import select_file
+    from senti.toolkit.surge.selection import select_file
 
     pool = tmp_path / "pool.tsv"
     pool.write_text("a\tb\ttext\n1\t2\n3\t4\n", encoding="utf-8")
@@ -111,7 +112,7 @@ def test_select_on_a_pool_of_only_bad_rows_names_the_first_bad_line(tmp_path, _e
 
 
 def test_select_writes_guesses_and_leaves_out_labelled_texts(tmp_path, _exported):
-    from senti.toolkit.selection import select_file
+    from senti.toolkit.surge.selection import select_file
 
     pool = write_rows(tmp_path / "pool.tsv", [(str(i), t) for i, (_, t) in enumerate(synthetic_rows(40, seed=8))],
                       header=("id", "text"))
@@ -253,7 +254,7 @@ def test_two_label_servers_on_one_file_are_refused(tmp_path):
     picks, _ = picks_file(tmp_path / "picks.jsonl", n=6)
     log = tmp_path / "labels.jsonl"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from senti.toolkit.labeling import LabelJob, read_picks; from pathlib import Path; "
+        "import sys, time; from senti.toolkit.surge.labeling import LabelJob, read_picks; from pathlib import Path; "
         f"job = LabelJob(read_picks(Path({str(picks)!r})), ['negative', 'positive'], Path({str(log)!r})); "
         "print('ready', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
     try:

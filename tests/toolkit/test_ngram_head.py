@@ -84,8 +84,8 @@ def test_a_continued_checkpoint_keeps_its_head(two_sided, tmp_path):
 
 
 def test_a_distilled_student_gets_the_head_and_learns_both_sides(two_sided, tmp_path):
-    from senti.toolkit.config import DistillConfig
-    from senti.toolkit.distill import run_distillation
+    from senti.toolkit.training.config import DistillConfig
+    from senti.toolkit.training.distill import run_distillation
 
     checkpoint, data, _ = two_sided
     report = run_distillation(DistillConfig(
@@ -100,7 +100,7 @@ def test_a_distilled_student_gets_the_head_and_learns_both_sides(two_sided, tmp_
 
 def test_the_hidden_loss_is_refused_with_the_head_in_one_line():
     from senti.core.errors import SentiError
-    from senti.toolkit.config import DistillConfig
+    from senti.toolkit.training.config import DistillConfig
 
     with pytest.raises(SentiError, match="hidden-state loss needs a student without the n-gram head"):
         DistillConfig(teacher="t", dataset="d", output_dir="o", hidden_loss=True, ngram_buckets=BUCKETS)

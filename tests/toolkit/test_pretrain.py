@@ -21,7 +21,7 @@ def _corpus(path: Path, n: int = 400, seed: int = 5) -> Path:
 
 
 def _pretrain(out: Path, corpus: list[str], **overrides):
-    from senti.toolkit.pretrain import PretrainConfig, run_pretraining
+    from senti.toolkit.training.pretrain import PretrainConfig, run_pretraining
 
     settings: dict[str, Any] = dict(output_dir=str(out), corpus=corpus, model="scratch:2l-128h", max_steps=6, batch_size=16,
                     save_every=3, device="cpu", seed=3)
@@ -32,7 +32,7 @@ def _pretrain(out: Path, corpus: list[str], **overrides):
 
 
 def test_masking_follows_ernie_rule_and_keeps_whole_words_together():
-    from senti.toolkit.masking import mask_batch
+    from senti.toolkit.training.masking import mask_batch
 
     rng = np.random.default_rng(0)
     seqs = [rng.integers(10, 500, 100) for _ in range(200)]
@@ -56,7 +56,7 @@ def test_masking_follows_ernie_rule_and_keeps_whole_words_together():
 
 
 def test_pretrain_writes_a_paddlenlp_folder_that_fine_tunes(tmp_path, binary_folder):
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
 
     corpus = _corpus(tmp_path / "reviews.txt")
     leaked = load_splits(str(binary_folder)).dev[0].text  # a dev text that another corpus also holds
@@ -81,7 +81,7 @@ def test_pretrain_writes_a_paddlenlp_folder_that_fine_tunes(tmp_path, binary_fol
     assert tuned["model"]["source"] == "pretrained"
     assert tuned["model"]["loaded"].startswith("loaded") and "fresh head" in tuned["model"]["loaded"]
     assert tuned["baseline"]["dev"]["accuracy"] > 0.9  # synthetic cue words: the n-gram model finds them
-    from senti.toolkit.models import PRETRAINED_LR, default_lr
+    from senti.toolkit.training.models import PRETRAINED_LR, default_lr
 
     # a small pretrained model, and a checkpoint fine-tuned from it, default to the rate measured for them
     assert default_lr(str(out))[0] == default_lr(str(tmp_path / "tuned"))[0] == PRETRAINED_LR
@@ -114,7 +114,7 @@ def test_the_command_counts_the_steps_of_this_run_when_resumed(tmp_path):
 
 
 def test_pretrain_bad_input(tmp_path):
-    from senti.toolkit.pretrain import PretrainConfig
+    from senti.toolkit.training.pretrain import PretrainConfig
 
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n", encoding="utf-8")
@@ -141,7 +141,7 @@ def _paddlenlp_folder(folder: Path, head: bool, pickle: bool = False, legacy: bo
     """A folder as PaddleNLP's save_pretrained writes it, from a random tiny ERNIE with the synthetic vocabulary."""
     from paddlenlp.transformers import ErnieForSequenceClassification, ErnieModel, ErnieTokenizer
 
-    from senti.toolkit.models import build_char_vocab, ernie_config
+    from senti.toolkit.training.models import build_char_vocab, ernie_config
 
     vocab = build_char_vocab(text for _, text in synthetic_rows(300))
     folder.mkdir(parents=True)
@@ -182,7 +182,7 @@ def test_a_pickled_folder_needs_trust_and_a_foreign_folder_is_refused(tmp_path, 
 
 
 def test_eval_reports_the_baseline_and_no_baseline_skips_it(tiny_checkpoint, tmp_path):
-    from senti.toolkit.evaluate import evaluate_checkpoint
+    from senti.toolkit.evaluation.evaluate import evaluate_checkpoint
 
     checkpoint, _ = tiny_checkpoint
     metrics = json.loads((checkpoint / layout.METRICS).read_text(encoding="utf-8"))
@@ -218,7 +218,7 @@ def test_one_long_line_is_tokenized_in_windows(tmp_path):
     # Now no call sees more than a window of it, and the line is still one text of the corpus.
     from senti.core.sequence import WINDOW_CHARS, text_windows
     from senti.serving.tokenizer import FastTokenizer
-    from senti.toolkit.corpus import tokenize_corpus
+    from senti.toolkit.data.corpus import tokenize_corpus
 
     words = [t for _, t in synthetic_rows(2000, seed=7)]
     line = " ".join(words)  # one text of ~40,000 characters, with spaces to cut at
@@ -262,7 +262,7 @@ def test_max_minutes_alone_fills_the_minutes_with_a_schedule_shaped_to_them(tmp_
 
 
 def test_the_budget_plan_warms_up_and_reaches_zero_at_the_estimated_end():
-    from senti.toolkit.loop import BudgetPlan
+    from senti.toolkit.training.loop import BudgetPlan
 
     plan = BudgetPlan(budget_s=100.0, warmup=0.1, first_guess=10)
     plan.update(steps_done=10, steps_this_run=10, seconds_this_run=10.0, seconds_before=0.0)  # 1 step a second

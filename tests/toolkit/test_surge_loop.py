@@ -66,7 +66,7 @@ def test_select_picks_the_uncertain_and_never_a_duplicate_twice(_exported, tmp_p
     import numpy as np
 
     from senti.serving import Predictor
-    from senti.toolkit.selection import select_file
+    from senti.toolkit.surge.selection import select_file
 
     out, _ = _exported
     texts = sorted({t for _, t in synthetic_rows(120, seed=41)} |
@@ -173,7 +173,7 @@ def test_reload_swaps_models_under_load_without_losing_a_request(_exported, tiny
 
 
 def test_select_checks_its_output_first_keeps_every_column_and_counts_what_it_skips(_exported, tmp_path):
-    from senti.toolkit.selection import select_file
+    from senti.toolkit.surge.selection import select_file
 
     pool = tmp_path / "pool.jsonl"
     rows = [{"id": i, "text": t, "score": f"user-{i}", "line": "mine", "reason": "theirs"}
@@ -198,7 +198,7 @@ def test_select_checks_its_output_first_keeps_every_column_and_counts_what_it_sk
     for p in picks:  # the user's columns untouched, senti's beside them under prefixed names
         assert p["score"] == f"user-{p['id']}" and p["line"] == "mine" and p["reason"] == "theirs"
         assert isinstance(p["senti_score"], float) and p["senti_reason"] and p["senti_line"] == p["id"] + 1
-    from senti.toolkit.labeling import read_picks
+    from senti.toolkit.surge.labeling import read_picks
 
     assert [p.reason for p in read_picks(tmp_path / "picks.jsonl")] == [p["senti_reason"] for p in picks]
 
@@ -209,9 +209,9 @@ def test_select_checks_its_output_first_keeps_every_column_and_counts_what_it_sk
 
 
 def test_replay_finds_the_parents_data_by_content_and_never_replays_its_held_out_rows(tmp_path, monkeypatch):
-    from senti.toolkit.config import TrainConfig
-    from senti.toolkit.data import load_recipe, load_splits
-    from senti.toolkit.train import continuation
+    from senti.toolkit.data.splits import load_recipe, load_splits
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.train import continuation
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").mkdir()
@@ -248,9 +248,9 @@ def test_select_with_a_checkpoint_reads_only_the_head_of_a_huge_text(tiny_checkp
     import numpy as np
 
     from senti.core.checkpoint import load_checkpoint
-    from senti.toolkit.batching import encode_texts
-    from senti.toolkit.evaluate import predict_logits
-    from senti.toolkit.selection import load_scorer
+    from senti.toolkit.data.batching import encode_texts
+    from senti.toolkit.evaluation.evaluate import predict_logits
+    from senti.toolkit.surge.selection import load_scorer
 
     checkpoint, _ = tiny_checkpoint
     score, labels, _ = load_scorer(checkpoint)
@@ -282,10 +282,10 @@ def test_continuing_a_checkpoint_keeps_its_sequence_length_by_default(tmp_path):
 def test_replay_never_trains_on_the_parents_held_out_texts_after_its_file_grew(tmp_path, monkeypatch):
     # Train on two.tsv, append 300 rows to it, continue with --replay two.tsv --replay-ratio 5: 228 of 1,280 replayed
     # rows were the parent's own dev and test rows (the grown file no longer matched, and was cut anew).
-    from senti.toolkit.config import TrainConfig
-    from senti.toolkit.data import load_recipe, load_splits
-    from senti.toolkit.seen import read_hashes
-    from senti.toolkit.train import continuation
+    from senti.toolkit.data.seen import read_hashes
+    from senti.toolkit.data.splits import load_recipe, load_splits
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.train import continuation
 
     monkeypatch.chdir(tmp_path)
     two = write_rows(tmp_path / "two.tsv", synthetic_rows(300, seed=71))

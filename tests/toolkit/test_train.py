@@ -17,7 +17,7 @@ from helpers import EMOTIONS, synthetic_rows, train_tiny, write_folder, write_ro
 
 from senti.core import layout
 from senti.core.errors import SentiError
-from senti.toolkit.config import TrainConfig
+from senti.toolkit.training.config import TrainConfig
 
 SENTI = [sys.executable, "-m", "senti.cli"]
 
@@ -37,8 +37,8 @@ def test_training_writes_metrics_curves_and_a_loadable_checkpoint(tiny_checkpoin
 
     from paddlenlp.transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from senti.toolkit.batching import encode_texts
-    from senti.toolkit.evaluate import predict_logits
+    from senti.toolkit.data.batching import encode_texts
+    from senti.toolkit.evaluation.evaluate import predict_logits
 
     model = AutoModelForSequenceClassification.from_pretrained(str(ckpt))
     tokenizer = AutoTokenizer.from_pretrained(str(ckpt))
@@ -75,7 +75,7 @@ def test_run_artifacts_read_back_through_their_schemas(tiny_checkpoint):
     from senti.core.checkpoint import read_meta
     from senti.core.errors import ArtifactError
     from senti.serving.tokenizer import FastTokenizer
-    from senti.toolkit.batching import encode_texts
+    from senti.toolkit.data.batching import encode_texts
     from senti.toolkit.records import EvalRecord, TrainingMetrics
 
     ckpt, data = tiny_checkpoint
@@ -111,7 +111,7 @@ def test_multiclass_training_beats_chance(tmp_path):
 
 def test_amp_on_cpu_says_so_and_records_fp32(binary_folder, tmp_path):
     messages: list[str] = []
-    from senti.toolkit.train import run_training
+    from senti.toolkit.training.train import run_training
 
     config = TrainConfig(model="scratch:tiny", dataset=str(binary_folder), output_dir=str(tmp_path / "c"),
                          epochs=1, max_steps=3, amp=True, device="cpu")
@@ -130,7 +130,7 @@ def test_truncation_is_counted(tmp_path):
 def test_nan_loss_is_reported_not_trained_through(binary_folder, tmp_path, monkeypatch):
     import paddle
 
-    import senti.toolkit.train as train_module
+    import senti.toolkit.training.train as train_module
 
     real_build = train_module.build_model
 
@@ -141,7 +141,7 @@ def test_nan_loss_is_reported_not_trained_through(binary_folder, tmp_path, monke
         return model, tokenizer, source
 
     monkeypatch.setattr(train_module, "build_model", poisoned)
-    from senti.toolkit.loop import TrainingDiverged
+    from senti.toolkit.training.loop import TrainingDiverged
 
     # The weights were NaN before any step: the message blamed --lr and said a checkpoint was kept in an empty folder.
     with pytest.raises(TrainingDiverged, match=r"loss became nan at epoch 1, step 1 \(fp32\); the starting weights "
@@ -159,7 +159,7 @@ def test_an_output_folder_holding_a_checkpoint_is_refused_and_overwritten_only_o
                                                             layout.PADDLENLP_SAFE_WEIGHTS)}
     with pytest.raises(SentiError, match="already holds a checkpoint; pass --overwrite"):
         train_tiny(ckpt, data, seed=11)
-    import senti.toolkit.run as run_module
+    import senti.toolkit.training.run as run_module
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt  # the process dies before the first evaluation saves anything
@@ -278,7 +278,7 @@ def _eval_all(model: Path, rows_file: Path) -> tuple[dict, str]:
 
 def test_eval_says_how_many_texts_the_model_was_trained_on(tiny_checkpoint, _exported, tmp_path):
     from senti.core.rows import read_rows
-    from senti.toolkit.seen import read_hashes
+    from senti.toolkit.data.seen import read_hashes
 
     ckpt, data = tiny_checkpoint
     trained = list(read_rows(data / "train.tsv", with_labels=True))
@@ -306,7 +306,7 @@ def test_training_text_hashes_are_read_as_untrusted_input(tiny_checkpoint, tmp_p
     import shutil
 
     from senti.core.errors import ArtifactError
-    from senti.toolkit.seen import read_hashes
+    from senti.toolkit.data.seen import read_hashes
 
     ckpt, _ = tiny_checkpoint
     outside = tmp_path / "elsewhere.npy"
@@ -328,8 +328,8 @@ def test_another_dataset_is_cut_the_same_way_for_every_model(tiny_checkpoint, tm
     # otherwise (it was cut with the model's seed, so each seed's models were scored on different texts, some of
     # which `senti pretrain`, cutting with 42, had taken into its corpus).
     from senti.core.errors import DataError
-    from senti.toolkit.data import load_splits
-    from senti.toolkit.evaluate import evaluate_model
+    from senti.toolkit.data.splits import load_splits
+    from senti.toolkit.evaluation.evaluate import evaluate_model
 
     ckpt, data = tiny_checkpoint
     other = write_rows(tmp_path / "other.tsv", synthetic_rows(300, seed=31))
@@ -345,9 +345,9 @@ def test_another_dataset_is_cut_the_same_way_for_every_model(tiny_checkpoint, tm
 def test_the_baseline_beside_another_dataset_never_trains_on_the_scored_texts(tmp_path, monkeypatch):
     # A model that records no data, scored on a dataset cut with --seed 5: the baseline must fit on that cut's
     # training split (it was fitted on the seed-42 cut, whose training split holds seed-5 test texts).
-    import senti.toolkit.baseline as baseline
-    from senti.toolkit.data import load_splits
-    from senti.toolkit.evaluate import baseline_beside
+    import senti.toolkit.evaluation.baseline as baseline
+    from senti.toolkit.data.splits import load_splits
+    from senti.toolkit.evaluation.evaluate import baseline_beside
 
     other = write_rows(tmp_path / "other.tsv", synthetic_rows(300, seed=31))
     scored = load_splits(str(other), seed=5).test
@@ -387,7 +387,7 @@ def test_a_folder_of_the_users_files_is_not_written_over_without_overwrite(tmp_p
 
 
 def test_a_folder_a_senti_run_left_is_its_own(tmp_path):
-    from senti.toolkit.checkpoint import refuse_existing
+    from senti.toolkit.training.checkpoint import refuse_existing
 
     run = tmp_path / "run"
     (run / layout.LAUNCH_LOGS / "node-0").mkdir(parents=True)
@@ -402,7 +402,7 @@ def test_a_folder_a_senti_run_left_is_its_own(tmp_path):
 def test_balanced_class_weights_follow_scikit_learns_rule():
     from sklearn.utils.class_weight import compute_class_weight
 
-    from senti.toolkit.train import balanced_weights
+    from senti.toolkit.training.train import balanced_weights
 
     y = np.array([0] * 90 + [1] * 8 + [2] * 2)
     expected = compute_class_weight("balanced", classes=np.arange(3), y=y)

@@ -41,7 +41,7 @@ def read_hashes(folder: Path, name: str = layout.TRAIN_TEXT_HASHES) -> np.ndarra
 
 def hashes_of(texts: list[str]) -> np.ndarray:
     """`corpus.text_hash` of each text, as the hash files hold them."""
-    from senti.toolkit.corpus import text_hash
+    from senti.toolkit.data.corpus import text_hash
 
     return np.array([text_hash(t) for t in texts], dtype=np.uint64)
 

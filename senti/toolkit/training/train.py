@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from senti.core import layout
-from senti.core.artifacts import SplitRecipe, TokenizerSettings
+from senti.core.artifacts import SplitRecipe
 from senti.core.batching import pad_batch
-from senti.core.checkpoint import CheckpointMeta, read_meta
+from senti.core.checkpoint import read_meta
 from senti.core.errors import SentiError
-from senti.toolkit.batching import encode_texts
-from senti.toolkit.checkpoint import versions
-from senti.toolkit.config import DEFAULT_SEQ_LEN, TrainConfig
-from senti.toolkit.data import data_fingerprint, load_recipe
-from senti.toolkit.models import build_model, default_lr, is_checkpoint
+from senti.toolkit.data.batching import encode_texts
+from senti.toolkit.data.seen import hashes_of, read_hashes, training_hashes
+from senti.toolkit.data.splits import data_fingerprint, load_recipe
 from senti.toolkit.records import TrainingMetrics
-from senti.toolkit.run import ClassifierRun, resolve_precision
-from senti.toolkit.seen import hashes_of, read_hashes, training_hashes
+from senti.toolkit.training.checkpoint import checkpoint_meta, versions
+from senti.toolkit.training.config import DEFAULT_SEQ_LEN, TrainConfig
+from senti.toolkit.training.models import build_model, default_lr, is_checkpoint
+from senti.toolkit.training.run import ClassifierRun, resolve_precision
 
 
 class TrainRun(ClassifierRun):
@@ -132,7 +132,7 @@ def pretraining_overlap(folder: Path, splits) -> dict | None:
 
 def fit_baseline_figures(splits, train_rows, labels, seed: int, say) -> dict:
     """The char n-gram baseline on the very training rows, scored on dev; said in one line."""
-    from senti.toolkit.baseline import baseline_figures
+    from senti.toolkit.evaluation.baseline import baseline_figures
 
     record = baseline_figures([e.text for e in train_rows], [e.label for e in train_rows], labels,
                               {"dev": ([e.text for e in splits.dev], [e.label for e in splits.dev])}, seed)
@@ -141,24 +141,13 @@ def fit_baseline_figures(splits, train_rows, labels, seed: int, say) -> dict:
     return record
 
 
-def checkpoint_meta(written_by: str, labels, max_seq_len: int, tokenizer, source: dict, versions: dict,
-                    recipe: SplitRecipe | None, lineage: dict | None = None) -> CheckpointMeta:
-    """A checkpoint's senti.json (the dev record is added at each save); `recipe`: how its data was split;
-    `lineage`: the parent checkpoint and the datasets it was continued on."""
-    return CheckpointMeta(
-        written_by=written_by, labels=list(labels), max_seq_len=max_seq_len,
-        tokenizer=TokenizerSettings.of(tokenizer),
-        model=source, versions=versions, data=asdict(recipe) if recipe else None, lineage=lineage,
-    )
-
-
 def continuation(config: TrainConfig, splits) -> tuple[list[str], list, dict | None]:
     """(label set, replayed rows, lineage). Continuing from a checkpoint keeps its labels (a label it does not
     know is an error naming it) and records the parent; `--replay` mixes a seeded sample of old training rows
     (`replay_ratio` x the new training rows) in, against forgetting."""
     import hashlib
 
-    from senti.toolkit.models import is_checkpoint
+    from senti.toolkit.training.models import is_checkpoint
 
     parent = Path(config.model).expanduser()
     if not parent.is_dir() or not is_checkpoint(parent):

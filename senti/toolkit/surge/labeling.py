@@ -16,11 +16,10 @@ from pathlib import Path
 
 from senti.core.errors import DataError
 from senti.core.rows import parse_json_line, read_rows
+from senti.toolkit.data.label_log import LOG_KEYS, UNLABELLED
 
 ANSWERS = ("label", "accept", "reject", "skip", "undo")  # label: chosen by number or mouse; accept/reject: the guess
-UNLABELLED = ("skip", "undo")  # answers after which a text counts as not labelled
 LEASE_SECONDS = 600  # a text shown in one tab is offered to no other tab for this long, unless answered
-LOG_KEYS = ("id", "text", "label", "answer")  # what makes a JSONL file a label log
 
 
 @dataclass
@@ -243,42 +242,6 @@ def _json_line(record: dict) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
-def is_label_log(path: Path) -> bool:
-    """Whether `path` is a label log of `senti label` (its first line has the log's keys)."""
-    path = Path(path)
-    if path.suffix.lower() != ".jsonl" or not path.is_file():
-        return False
-    with path.open("rb") as fh:
-        record, error = parse_json_line(fh.readline().decode("utf-8", errors="replace"))
-    return record is not None and all(k in record for k in LOG_KEYS) and "answer" in record
-
-
-def resolve_log(path: Path) -> tuple[list[tuple[str, str, str]], dict]:
-    """(text, label, where) of each id's last answer, skipped and undone ones left out, plus counts."""
-    last: dict[str, tuple[dict, int]] = {}
-    lines = 0
-    with Path(path).open(encoding="utf-8", errors="surrogateescape") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            if not line.endswith("\n"):  # a half-written last line: the answer in flight when the server died
-                break
-            lines += 1
-            record, error = parse_json_line(line)
-            if record is None or not all(k in record for k in LOG_KEYS):
-                raise DataError(f"{path}:{n}: not a label log line ({error or 'needs ' + ', '.join(LOG_KEYS)})")
-            last[str(record["id"])] = (record, n)
-    rows = [(r["text"], str(r["label"]), f"{path}:{n}") for r, n in last.values() if r["answer"] not in UNLABELLED]
-    return rows, {"lines": lines, "texts": len(last), "labelled": len(rows),
-                  "skipped": sum(r["answer"] == "skip" for r, _ in last.values()),
-                  "undone": sum(r["answer"] == "undo" for r, _ in last.values())}
-
-
-def labelled_texts(path: Path) -> set[str]:
-    """Texts (stripped) with a final label in a label log, for `senti select --exclude-labelled`."""
-    return {text.strip() for text, _, _ in resolve_log(path)[0]}
-
-
 def open_job(picks_path: Path, log_path: Path, model: Path | None = None, labels: str | None = None,
              text_column: str | None = None, trust_pickle: bool = False) -> LabelJob:
     """A labelling job from the CLI's options, checked before any page is served."""
@@ -292,7 +255,7 @@ def open_job(picks_path: Path, log_path: Path, model: Path | None = None, labels
         raise DataError(f"--labels {labels}: an empty label name; give names separated by commas, e.g. negative,positive")
     version = None
     if model is not None:
-        from senti.toolkit.selection import load_scorer
+        from senti.toolkit.surge.selection import load_scorer
 
         score, model_labels, version = load_scorer(model, trust_pickle)
         missing = [p for p in picks if p.guess is None]

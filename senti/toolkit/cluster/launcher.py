@@ -1,6 +1,6 @@
 """paddle.distributed.launch as senti runs it: the rendezvous bound to the address the user gave, and gone with senti.
 
-`senti.toolkit.cluster` starts this module (`python -m senti.toolkit.launcher ARGS`, Paddle's launcher arguments)
+`senti.toolkit.cluster.launch` starts this module (`python -m senti.toolkit.cluster.launcher ARGS`, Paddle's launcher arguments)
 instead of `paddle.distributed.launch`. Two things differ:
 - Paddle's rendezvous server (`KVServer`, an HTTP server) binds every interface whatever host `--master` names;
   here it binds that host (`SENTI_MASTER_HOST`), so `--master 127.0.0.1:PORT` listens on loopback only.

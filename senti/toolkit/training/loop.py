@@ -15,7 +15,7 @@ import numpy as np
 
 from senti.core import stopping
 from senti.core.errors import SentiError
-from senti.toolkit.batching import length_bucketed_batches
+from senti.toolkit.data.batching import length_bucketed_batches
 from senti.toolkit.records import TrainingMetrics
 
 

@@ -81,7 +81,7 @@ def load_scorer(model: Path, trust_pickle: bool = False):
         return (lambda texts: softmax(predictor.logits(texts, 64)[0])), predictor.labels, predictor.version
     from senti.core.checkpoint import load_checkpoint
     from senti.serving.tokenizer import FastTokenizer
-    from senti.toolkit.evaluate import predict_logits
+    from senti.toolkit.evaluation.evaluate import predict_logits
 
     net, _, meta = load_checkpoint(Path(model), trust_pickle)
     # The serving tokenizer (the same ids as the checkpoint's, as every export's parity check proves) reads only
@@ -157,7 +157,7 @@ def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = 
     next(iter(read_rows(Path(src), text_column)), None)  # an unreadable file or header fails before the model loads
     done = set()
     if exclude is not None:
-        from senti.toolkit.labeling import labelled_texts
+        from senti.toolkit.data.label_log import labelled_texts
 
         done = labelled_texts(exclude)
     score, labels, _ = load_scorer(model, trust_pickle)

@@ -9,6 +9,8 @@ import time
 
 import numpy as np
 
+from senti.toolkit.evaluation.metrics import classification_metrics
+
 DESCRIPTION = "char 1-3-gram TF-IDF + logistic regression (C=10)"
 
 
@@ -37,8 +39,6 @@ def baseline_probabilities(pipeline, texts: list[str], n_labels: int) -> np.ndar
 def baseline_figures(train_texts, train_labels, label_names, scored: dict[str, tuple[list[str], list[str]]],
                      seed: int = 42) -> dict:
     """Fit on the training rows, score each named set: {"model", "fit_seconds", name: {accuracy, macro_f1}}."""
-    from senti.toolkit.evaluate import classification_metrics
-
     started = time.perf_counter()
     pipeline = fit_baseline(train_texts, train_labels, label_names, seed)
     record: dict = {"model": DESCRIPTION, "fit_seconds": round(time.perf_counter() - started, 2),

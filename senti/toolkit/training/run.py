@@ -19,11 +19,12 @@ from senti.core import layout
 from senti.core.checkpoint import CheckpointMeta
 from senti.core.errors import SentiError
 from senti.core.runtime import configure_runtime
-from senti.toolkit.checkpoint import refuse_existing, save_checkpoint
-from senti.toolkit.config import RunConfig
-from senti.toolkit.evaluate import choose_ngram_weight, classification_metrics, predict_logits
-from senti.toolkit.loop import fit, raise_if_interrupted
+from senti.toolkit.evaluation.evaluate import choose_ngram_weight, predict_logits
+from senti.toolkit.evaluation.metrics import classification_metrics
 from senti.toolkit.records import TrainingMetrics
+from senti.toolkit.training.checkpoint import refuse_existing, save_checkpoint
+from senti.toolkit.training.config import RunConfig
+from senti.toolkit.training.loop import fit, raise_if_interrupted
 
 
 def available_devices() -> dict[str, bool]:
@@ -80,7 +81,7 @@ def resolve_precision(config: RunConfig, device: str, say) -> str:
 
 def finish_run(out: Path, metrics: TrainingMetrics) -> None:
     """metrics.json and the curves PNG, also after an interruption."""
-    from senti.toolkit.plots import plot_training_curves
+    from senti.toolkit.training.plots import plot_training_curves
 
     metrics.write(out)
     plot_training_curves(metrics, out / layout.CURVES_PNG)
@@ -162,7 +163,7 @@ class ClassifierRun:
                 **extra}
 
     def save(self, record: dict) -> None:
-        from senti.toolkit.seen import hashes_writer
+        from senti.toolkit.data.seen import hashes_writer
 
         extra = {layout.TRAIN_TEXT_HASHES: hashes_writer(self.train_hashes)}
         if self.heldout_hashes is not None:
@@ -188,7 +189,7 @@ class ClassifierRun:
         if interrupted). What one rank does alone happens in `prepare`, before the group exists."""
         import paddle
 
-        from senti.toolkit.distributed import census, join, nodes
+        from senti.toolkit.training.collective import census, join, nodes
 
         self.prepare()
         if self.world > 1:

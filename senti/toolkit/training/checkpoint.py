@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta, remove_stale_work
+from senti.core.artifacts import ArtifactMeta, SplitRecipe, TokenizerSettings, remove_stale_work
+from senti.core.checkpoint import CheckpointMeta
 from senti.core.errors import SentiError
 
 
@@ -76,3 +78,14 @@ def save_checkpoint(model, tokenizer, out_dir: Path, meta: ArtifactMeta, config=
         (out_dir / layout.PADDLENLP_WEIGHTS).unlink(missing_ok=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def checkpoint_meta(written_by: str, labels, max_seq_len: int, tokenizer, source: dict, versions: dict,
+                    recipe: SplitRecipe | None, lineage: dict | None = None) -> CheckpointMeta:
+    """A checkpoint's senti.json (the dev record is added at each save); `recipe`: how its data was split;
+    `lineage`: the parent checkpoint and the datasets it was continued on."""
+    return CheckpointMeta(
+        written_by=written_by, labels=list(labels), max_seq_len=max_seq_len,
+        tokenizer=TokenizerSettings.of(tokenizer),
+        model=source, versions=versions, data=asdict(recipe) if recipe else None, lineage=lineage,
+    )

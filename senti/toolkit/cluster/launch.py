@@ -3,7 +3,7 @@
 Every node runs the same senti command; Paddle's launcher on each joins the others at `--master` (node 0 serves
 it) and starts this node's workers. The launcher waits for missing nodes forever, so senti bounds that wait
 (`join_timeout`), and it turns what a failed worker left (its one-line error, or gloo's lost-peer error) into
-one line for the user. Workers: `senti.toolkit.distributed`.
+one line for the user. Workers: `senti.toolkit.cluster.worker`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from senti.core import layout
 from senti.core.errors import SentiError
-from senti.toolkit.distributed import ERROR_FILE, PEER_LOST, peer_lost
-from senti.toolkit.launcher import MASTER_HOST, PARENT_PID
+from senti.toolkit.cluster.launcher import MASTER_HOST, PARENT_PID
+from senti.toolkit.cluster.worker import ERROR_FILE, PEER_LOST, peer_lost
 
 JOIN_TIMEOUT_S = 300.0  # nodes started by hand on several machines may be minutes apart
 
@@ -99,14 +99,14 @@ def _env_int(env, name: str, default: int) -> int:
 def launch_command(config_file: Path, devices: list[str], device: str, log_dir: Path,
                    cluster: Cluster = Cluster()) -> list[str]:
     """The launcher's command line for this node (gloo between CPU processes is the launcher's own choice)."""
-    cmd = [sys.executable, "-m", "senti.toolkit.launcher", "--log_dir", str(log_dir)]  # Paddle's, bound and tied
+    cmd = [sys.executable, "-m", "senti.toolkit.cluster.launcher", "--log_dir", str(log_dir)]  # Paddle's, bound and tied
     if cluster.several:
         cmd += ["--nnodes", str(cluster.nnodes), "--rank", str(cluster.node_rank), "--master", str(cluster.master)]
     if device == "cpu":  # the launcher counts CPU processes instead of device ids
         cmd += ["--nproc_per_node", str(max(1, len(devices)))]
     elif devices:
         cmd += ["--devices", ",".join(devices)]
-    worker = Path(__file__).with_name("distributed.py").resolve()
+    worker = Path(__file__).with_name("worker.py").resolve()
     return cmd + [str(worker), str(config_file)]
 
 

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from senti.core.batching import logits_in_order
-from senti.toolkit.seen import seen_figures
+from senti.toolkit.data.seen import seen_figures
+from senti.toolkit.evaluation.metrics import classification_metrics
 
 
 def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0, parts: bool = False):
@@ -34,39 +35,13 @@ def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0, parts:
     return out
 
 
-def classification_metrics(y_true, y_pred, labels: list[str]) -> dict:
-    """Accuracy, macro-F1, per-class precision, recall and F1, and the confusion matrix (rows: true label,
-    columns: predicted)."""
-    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
-    k = len(labels)
-    confusion = np.zeros((k, k), dtype=np.int64)
-    np.add.at(confusion, (y_true, y_pred), 1)
-    tp = np.diag(confusion).astype(float)
-    precision = np.divide(tp, confusion.sum(0), out=np.zeros(k), where=confusion.sum(0) > 0)
-    recall = np.divide(tp, confusion.sum(1), out=np.zeros(k), where=confusion.sum(1) > 0)
-    f1 = np.divide(2 * precision * recall, precision + recall, out=np.zeros(k), where=(precision + recall) > 0)
-    # Average over labels seen in truth or prediction, as scikit-learn's f1_score(average="macro").
-    present = (confusion.sum(0) + confusion.sum(1)) > 0
-    return {
-        "accuracy": float(tp.sum() / max(len(y_true), 1)),
-        "macro_f1": float(f1[present].mean()) if present.any() else 0.0,
-        "per_class_precision": {lab: float(v) for lab, v in zip(labels, precision)},
-        "per_class_recall": {lab: float(v) for lab, v in zip(labels, recall)},
-        "per_class_f1": {lab: float(v) for lab, v in zip(labels, f1)},
-        "support": {lab: int(v) for lab, v in zip(labels, confusion.sum(1))},
-        "confusion_matrix": confusion.tolist(),
-        "labels": labels,
-        "n": int(len(y_true)),
-    }
-
-
 def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: str, where: Path,
                    seed: int | None = None):
     """(rows, data record): one split cut as the model's recipe says (or `dataset` cut with `seed`), or every row."""
     from dataclasses import asdict
 
     from senti.core.errors import SentiError
-    from senti.toolkit.data import load_all_rows, recorded_splits
+    from senti.toolkit.data.splits import load_all_rows, recorded_splits
 
     if split == "all":
         source = dataset or (recipe.dataset if recipe else None)
@@ -92,8 +67,8 @@ def baseline_beside(where: Path, recipe, dataset: str | None, scored: dict[str, 
     none, `dataset`'s cut with `seed`, as the rows were), scored on each named set of rows: what the cheapest
     honest model gets on the same texts."""
     from senti.core.errors import DataError
-    from senti.toolkit.baseline import baseline_figures
-    from senti.toolkit.data import recorded_splits
+    from senti.toolkit.data.splits import recorded_splits
+    from senti.toolkit.evaluation.baseline import baseline_figures
 
     try:
         splits, _ = recorded_splits(where, recipe, *((dataset, seed) if recipe is None else (None, None)))
@@ -132,7 +107,7 @@ class Scorer:
         if self.predictor is not None:
             logits, _, too_long = self.predictor.logits(texts, self.batch_size)
             return logits.argmax(1), int(sum(too_long))
-        from senti.toolkit.batching import encode_texts
+        from senti.toolkit.data.batching import encode_texts
 
         encoded, truncated = encode_texts(self.tokenizer, texts, self.max_seq_len)
         return predict_logits(self.model, encoded, self.batch_size).argmax(1), truncated

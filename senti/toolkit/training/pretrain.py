@@ -24,16 +24,16 @@ from senti.core.errors import SentiError
 from senti.core.runtime import configure_runtime, runtime_record
 from senti.core.sequence import text_budget
 from senti.serving.tokenizer import FastTokenizer
-from senti.toolkit.checkpoint import refuse_existing, save_checkpoint, versions
-from senti.toolkit.config import RunConfig
-from senti.toolkit.corpus import TokenizedCorpus, tokenize_corpus
-from senti.toolkit.distributed import census, join, node_of, nodes
-from senti.toolkit.loop import BudgetPlan, make_optimizer, optimizer_step
-from senti.toolkit.masking import MASKINGS, mask_batch
-from senti.toolkit.models import load_weights
-from senti.toolkit.plots import plot_pretraining_curves
+from senti.toolkit.data.corpus import TokenizedCorpus, tokenize_corpus
 from senti.toolkit.records import PretrainMetrics
-from senti.toolkit.resume import load_optimizer, read_state, save_state
+from senti.toolkit.training.checkpoint import refuse_existing, save_checkpoint, versions
+from senti.toolkit.training.collective import agree, census, join, node_of, nodes
+from senti.toolkit.training.config import RunConfig
+from senti.toolkit.training.loop import BudgetPlan, make_optimizer, optimizer_step
+from senti.toolkit.training.masking import MASKINGS, mask_batch
+from senti.toolkit.training.models import load_weights
+from senti.toolkit.training.plots import plot_pretraining_curves
+from senti.toolkit.training.resume import load_optimizer, read_state, save_state
 
 HELDOUT_SHARE = 0.01  # of the sequences, kept out of training for the MLM figures
 HELDOUT_MAX = 2000
@@ -101,13 +101,13 @@ def _start_model(config: PretrainConfig, say):
     """(ErnieForMaskedLM, tokenizer, vocab file, source) from scratch or from a folder with its vocabulary."""
     from paddlenlp.transformers import ErnieForMaskedLM, ErnieTokenizer
 
-    from senti.toolkit.models import PRESETS, SHAPES, build_char_vocab, ernie_config, pretrained_folder
+    from senti.toolkit.training.models import PRESETS, SHAPES, build_char_vocab, ernie_config, pretrained_folder
 
     spec = config.model
     if spec in PRESETS or spec.startswith("scratch:"):
         if spec not in PRESETS:
             raise SentiError(f"unknown preset '{spec}'; choose scratch:<shape> with a shape from {', '.join(SHAPES)}")
-        from senti.toolkit.corpus import corpus_texts
+        from senti.toolkit.data.corpus import corpus_texts
 
         texts = (t for c in config.corpus for t, _ in corpus_texts(c, config.seed))
         vocab = build_char_vocab(texts, config.min_freq)
@@ -268,7 +268,7 @@ class PretrainRun:
 
     def run(self) -> dict:
         from senti.core import stopping
-        from senti.toolkit.loop import TrainingInterrupted
+        from senti.toolkit.training.loop import TrainingInterrupted
 
         config = self.config
         steps_per_epoch = max(1, len(self.train_index) // config.batch_size // self.world)
@@ -316,7 +316,7 @@ class PretrainRun:
                     self.metrics.steps.append({"step": step, "loss": value, "tokens_per_s": rate})
                     if task is not None and self.progress is not None:
                         self.progress.update(task, completed=step, description=f"MLM loss {value:.3f} {rate:,.0f} tok/s")
-                    ending = _agree(bool(stopping.signal_name()) or clock.over(), self.world)  # all workers stop together
+                    ending = agree(bool(stopping.signal_name()) or clock.over(), self.world)  # all workers stop together
                     if self.main and (step % config.save_every == 0 or step >= total or ending):
                         self.save(step, clock.minutes())
                     if ending or step >= total:
@@ -356,21 +356,9 @@ def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
     return PretrainRun(config, say, progress).run()
 
 
-def _agree(flag: bool, world: int) -> bool:
-    """True on every worker when it is true on any (a signal or the time budget reached one of them)."""
-    if world == 1:
-        return flag
-    import paddle
-    import paddle.distributed as dist
-
-    value = paddle.to_tensor([int(flag)])
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return bool(value.numpy().max())
-
-
 def _epoch_batches(index: np.ndarray, lengths: np.ndarray, batch_size: int, seed: int, epoch: int):
     """Length-bucketed batches of `index` (shuffled per epoch, tight in length), whole batches only."""
-    from senti.toolkit.batching import length_bucketed_batches
+    from senti.toolkit.data.batching import length_bucketed_batches
 
     rng = np.random.default_rng([seed, 2, epoch])
     local = length_bucketed_batches(lengths[index], batch_size, rng)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from senti.core.checkpoint import read_meta
 from senti.core.errors import SentiError
-from senti.toolkit.data import recorded_splits
+from senti.toolkit.data.splits import recorded_splits
 
 
 def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list[str], list[str], dict, list[str]]:
