@@ -35,3 +35,9 @@ def text_windows(text: str, size: int = WINDOW_CHARS) -> Iterator[str]:
         yield text[start:end]
         start = end
     yield text[start:]
+
+
+def length_to_use(asked: int | None, trained_at: int) -> int:
+    """The one rule for a step's sequence length: the one asked for (--max-seq-len), else the length the model was
+    trained at (a checkpoint's or teacher's senti.json; a new model's default). Train, distill and export use it."""
+    return asked if asked is not None else trained_at

@@ -23,7 +23,7 @@ from senti.core.batching import pad_batch
 from senti.core.checkpoint import load_checkpoint
 from senti.core.errors import SentiError
 from senti.core.runtime import package_versions
-from senti.core.sequence import seq_len_problem, text_budget
+from senti.core.sequence import length_to_use, seq_len_problem, text_budget
 from senti.export.onnx_convert import (
     ExportError,
     optimize,
@@ -140,7 +140,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
     _check_output(out, config.overwrite)
     model, tokenizer, meta = load_checkpoint(Path(config.model), config.trust_pickle)
     labels = meta.labels
-    max_len = config.max_seq_len or meta.max_seq_len
+    max_len = length_to_use(config.max_seq_len, meta.max_seq_len)
     _check_parity_inputs(model, labels, max_len, texts, gold)
     encoded = tokenizer(texts, max_length=max_len, truncation=True)["input_ids"]
     gold_ids = np.array([labels.index(g) for g in gold])

@@ -247,7 +247,7 @@ def test_a_killed_run_leaves_no_worker_behind(tmp_path):
     deadline, tree = time.monotonic() + 120, []
     while time.monotonic() < deadline:  # senti, the launcher and both workers
         tree = [p for p in psutil.Process(proc.pid).children(recursive=True)
-                if "distributed.py" in " ".join(p.cmdline()) and "senti.toolkit.cluster.launcher" not in p.cmdline()]
+                if "cluster/worker.py" in " ".join(p.cmdline()) and "senti.toolkit.cluster.launcher" not in p.cmdline()]
         if len(tree) == 2:
             break
         time.sleep(0.5)

@@ -164,7 +164,7 @@ def test_an_output_folder_holding_a_checkpoint_is_refused_and_overwritten_only_o
     def killed(*args, **kwargs):
         raise KeyboardInterrupt  # the process dies before the first evaluation saves anything
 
-    monkeypatch.setattr(run_module, "fit", killed)
+    monkeypatch.setattr(run_module.Run, "loop", killed)
     with pytest.raises(KeyboardInterrupt):
         train_tiny(ckpt, data, seed=11, overwrite=True)
     assert {name: (ckpt / name).read_bytes() for name in before} == before

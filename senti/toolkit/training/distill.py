@@ -22,6 +22,7 @@ from senti.core.batching import pad_batch
 from senti.core.checkpoint import check_weights_format
 from senti.core.errors import SentiError
 from senti.core.rows import read_rows
+from senti.core.sequence import length_to_use
 from senti.serving.tokenizer import read_vocab
 from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import training_hashes
@@ -39,7 +40,7 @@ from senti.toolkit.training.models import (
     is_checkpoint,
     pretrained_folder,
 )
-from senti.toolkit.training.run import ClassifierRun, resolve_precision
+from senti.toolkit.training.run import ClassifierRun, Step, resolve_precision
 
 # ERNIE 3.0's small shapes under their usual names, plus every named shape.
 STUDENT_PRESETS = {"tiny-4l-312h": "4l-312h", **{name: name for name in SHAPES}}
@@ -221,7 +222,7 @@ def _extra_texts(spec: str | None, limit: int | None, exclude: set[str], seed: i
     return texts, {"source": spec, "read": total, "used": len(texts), "excluded_dev_test_or_duplicate": total - len(texts)}
 
 
-class DistillRun(ClassifierRun):
+class DistillRun(ClassifierRun[DistillConfig]):
     """`senti distill`: the teacher's logits computed once (mixed with the n-gram baseline when asked), the student
     built beside it, and the chosen loss terms on each side of the student."""
 
@@ -236,7 +237,7 @@ class DistillRun(ClassifierRun):
         config, say = self.config, self.say
         teacher, tokenizer, t_meta = load_checkpoint(Path(config.teacher), config.trust_pickle)
         labels = t_meta.labels
-        max_len = config.max_seq_len or t_meta.max_seq_len
+        max_len = length_to_use(config.max_seq_len, t_meta.max_seq_len)
         self.weights = config.weights()
         unknown = sorted(set(self.weights) - set(LOSSES))
         if unknown:
@@ -286,7 +287,7 @@ class DistillRun(ClassifierRun):
             data={**splits.stats(), "extra_texts": extra_stats, "truncated_texts": {"train": cut}})
         teacher.eval()
 
-    def loss(self, index):
+    def loss(self, index) -> Step:
         import paddle
 
         input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(self.train_ids, index))
@@ -305,7 +306,7 @@ class DistillRun(ClassifierRun):
                                self.projections, self.layers, input_ids != self.tokenizer.pad_token_id)
             values.update({name + suffix: (self.weights[name], LOSSES[name](batch)) for name in self.weights})
         loss = sum(weight * value for weight, value in values.values())
-        return loss, {name: float(value) for name, (_, value) in values.items()}
+        return Step(loss, {name: float(value) for name, (_, value) in values.items()}, self.tokens(index))
 
 
 def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:

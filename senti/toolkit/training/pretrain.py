@@ -12,28 +12,29 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from senti.core import layout
+from senti.core import layout, stopping
 from senti.core.artifacts import ArtifactMeta, TokenizerSettings
 from senti.core.errors import SentiError
-from senti.core.runtime import configure_runtime, runtime_record
+from senti.core.runtime import runtime_record
 from senti.core.sequence import text_budget
 from senti.serving.tokenizer import FastTokenizer
 from senti.toolkit.data.corpus import TokenizedCorpus, tokenize_corpus
 from senti.toolkit.records import PretrainMetrics
 from senti.toolkit.training.checkpoint import refuse_existing, save_checkpoint, versions
-from senti.toolkit.training.collective import agree, census, join, node_of, nodes
+from senti.toolkit.training.collective import agree, node_of, nodes
 from senti.toolkit.training.config import RunConfig
-from senti.toolkit.training.loop import BudgetPlan, make_optimizer, optimizer_step
+from senti.toolkit.training.loop import BudgetPlan
 from senti.toolkit.training.masking import MASKINGS, mask_batch
 from senti.toolkit.training.models import load_weights
 from senti.toolkit.training.plots import plot_pretraining_curves
 from senti.toolkit.training.resume import load_optimizer, read_state, save_state
+from senti.toolkit.training.run import Run, Step
 
 HELDOUT_SHARE = 0.01  # of the sequences, kept out of training for the MLM figures
 HELDOUT_MAX = 2000
@@ -130,25 +131,28 @@ def _start_model(config: PretrainConfig, say):
     return model, tokenizer, path / layout.VOCAB, {"source": "continued", "path": str(path.resolve())}
 
 
-class PretrainRun:
-    """One pretraining run: the corpus and held-out batches, the model, the optimizer, saving and stopping.
-    With several workers (paddle.distributed.launch) rank 0 alone tokenizes, evaluates and writes."""
+class PretrainRun(Run[PretrainConfig]):
+    """One pretraining run: the corpus and held-out batches, the model, masking, saving every `save_every` steps
+    (a resume point), resuming, and a time budget; `Run` owns the loop. With several workers
+    (paddle.distributed.launch) rank 0 alone evaluates and writes; each node's first worker tokenizes."""
 
-    def __init__(self, config: PretrainConfig, say, progress):
-        import paddle
-        import paddle.distributed as dist
+    task_name = "pretraining"
 
-        self.world, self.rank = dist.get_world_size(), dist.get_rank()
-        self.main = self.rank == 0
-        self.say = say if self.main else (lambda _: None)
-        self.progress = progress if self.main else None
-        self.out = Path(config.output_dir)
-        self.state = None if config.overwrite else read_state(self.out)
+    def claim_output(self, config) -> None:
+        """A folder holding this run's resume state is resumed, unless --overwrite; anything else is refused."""
+        self.state = None if config.overwrite else read_state(Path(config.output_dir))
         if self.state is None:
-            refuse_existing(self.out, config.overwrite)
-        self.config = config if config.lr is not None else replace(config, lr=PRETRAIN_LR)
+            refuse_existing(Path(config.output_dir), config.overwrite)
+
+    def default_lr(self, config) -> tuple[float, str]:
+        return PRETRAIN_LR, "pretraining's default"
+
+    def prepare(self) -> None:
+        import paddle
+
+        config = self.config
         paddle.seed(config.seed)
-        self.model, self.tokenizer, vocab_file, self.source = _start_model(self.config, self.say)
+        self.model, self.tokenizer, vocab_file, self.source = _start_model(config, self.say)
         if self.state is not None:
             load_weights(self.model, self.out)
             self.say(f"resuming {self.out} at step {self.state['step']}")
@@ -162,14 +166,12 @@ class PretrainRun:
                             sep_id=tokenizer.sep_token_id, pad_id=tokenizer.pad_token_id)
         self.hashes_kept = False
         self.vocab_sha256 = hashlib.sha256(Path(vocab_file).read_bytes()).hexdigest()
-        if self.world > 1:
-            join(self.agreement())
-        self.net = paddle.DataParallel(self.model) if self.world > 1 else self.model
         order = np.random.default_rng(config.seed).permutation(len(self.corpus))
         n_held = min(HELDOUT_MAX, max(1, int(len(self.corpus) * HELDOUT_SHARE))) if len(self.corpus) > 1 else 0
         self.train_index = order[n_held:] if n_held else order
         self.held_batches = [self.batch(order[i:min(i + config.batch_size, n_held)], [config.seed, 1, i])
                              for i in range(0, n_held, config.batch_size)]
+        self.tokens_this_run = 0
 
     def agreement(self) -> dict:
         """What every worker must share (not paths or threads): the settings, the corpus, the vocabulary and the
@@ -203,6 +205,78 @@ class PretrainRun:
             raise SentiError(f"corpus {', '.join(self.config.corpus)}: {stats['unk_rate']:.0%} of its tokens are "
                              f"[UNK] under {self.config.model}'s vocabulary; pretrain from scratch:<shape> instead")
         return corpus
+
+    # --- what the loop asks ------------------------------------------------------------------------------------
+
+    def examples(self) -> int:
+        return len(self.train_index)
+
+    def epoch_batches(self, epoch: int) -> list:
+        """Length-bucketed batches of the training sequences (shuffled per epoch, tight in length), whole batches
+        only, drawn from the epoch's own seed so that a resumed run deals the same ones."""
+        from senti.toolkit.data.batching import length_bucketed_batches
+
+        rng = np.random.default_rng([self.config.seed, 2, epoch - 1])
+        local = length_bucketed_batches(self.corpus.lengths()[self.train_index], self.config.batch_size, rng)
+        return [self.train_index[b] for b in local if len(b) == self.config.batch_size]
+
+    def loss(self, index) -> Step:
+        batch = self.batch(index, [self.config.seed, 0, self.step, self.rank])
+        loss, _ = self.loss_and_hits(batch, self.net or self.model)
+        return Step(loss, None, int(batch[0].size))
+
+    def budget(self) -> tuple[float | None, float]:
+        return self.config.max_minutes, self.state["elapsed_minutes"] if self.state else 0.0
+
+    def budget_plan(self, total_steps: int) -> BudgetPlan | None:
+        if self.config.fill_minutes and self.config.max_minutes:
+            return BudgetPlan(self.config.max_minutes * 60, self.config.warmup, total_steps)  # first guess: one epoch
+        return None
+
+    def first_step(self) -> int:
+        """The resumed step (its optimizer state and schedule restored), or 0; the metrics opened either way."""
+        step = self.state["step"] if self.state else 0
+        if self.state:  # a resume state written before metrics.json had a version is read as version 1
+            self.metrics = PretrainMetrics.from_json({"meta_version": layout.META_VERSION, **self.state["metrics"]},
+                                                     f"{self.out}'s resume state")
+            self.metrics.resumed_at = step
+            load_optimizer(self.optimizer, self.model, self.out)
+            for _ in range(step):
+                self.schedule.step()
+        else:
+            self.metrics = PretrainMetrics(written_by="senti pretrain", model=self.source, corpus=self.corpus.stats,
+                                           runtime=runtime_record(), world_size=self.world, nodes=nodes(),
+                                           versions=versions())
+        return step
+
+    def record_step(self, step: Step, value: float) -> None:
+        self.tokens_this_run += step.tokens
+        self.rate = self.tokens_this_run / self.clock.this_run_seconds()
+        self.metrics.steps.append({"step": self.step, "loss": value, "tokens_per_s": self.rate})
+
+    def describe(self, epoch: int, value: float) -> str:
+        return f"MLM loss {value:.3f} {self.rate:,.0f} tok/s"
+
+    def ending(self) -> bool:
+        """A signal or the time budget, on any worker: all workers stop together."""
+        return agree(bool(stopping.signal_name()) or self.clock.over(), self.world)
+
+    def after_step(self, epoch: int, last: bool) -> None:
+        if self.main and (self.step % self.config.save_every == 0 or last):
+            self.save(self.step, self.clock.minutes())
+
+    def diverged(self, value: float, epoch: int) -> SentiError:
+        return SentiError(f"MLM loss became {value} at step {self.step + 1}; lower --lr")
+
+    def finish(self) -> None:
+        self.metrics.write(self.out)
+        plot_pretraining_curves(self.metrics, self.out / layout.CURVES_PNG)
+
+    def interrupted_message(self) -> str:
+        return (f"pretraining interrupted by {self.metrics.interrupted['signal']} at step {self.step}; {self.out} "
+                "holds that step and resumes from it")
+
+    # --- masking, evaluation, saving ---------------------------------------------------------------------------
 
     def batch(self, index, seed):
         """Masked (input ids, flat positions, labels) for the sequences in `index`, drawn with `seed`."""
@@ -266,103 +340,10 @@ class PretrainRun:
             self.say(f"step {step}: held-out MLM loss {record['mlm_loss']:.3f}, masked-token accuracy "
                      f"{record['masked_accuracy']:.3f}; saved")
 
-    def run(self) -> dict:
-        from senti.core import stopping
-        from senti.toolkit.training.loop import TrainingInterrupted
-
-        config = self.config
-        steps_per_epoch = max(1, len(self.train_index) // config.batch_size // self.world)
-        total = min(config.epochs * steps_per_epoch, config.max_steps or config.epochs * steps_per_epoch)
-        plan = None
-        if config.fill_minutes and config.max_minutes:
-            plan = BudgetPlan(config.max_minutes * 60, config.warmup, total)  # first guess: one epoch
-            total = 10**12  # the clock ends the run
-        self.optimizer, schedule = make_optimizer(list(self.model.named_parameters()), config, total, plan)
-        step = self.state["step"] if self.state else 0
-        if self.state:  # a resume state written before metrics.json had a version is read as version 1
-            self.metrics = PretrainMetrics.from_json({"meta_version": layout.META_VERSION, **self.state["metrics"]},
-                                                     f"{self.out}'s resume state")
-            self.metrics.resumed_at = step
-            load_optimizer(self.optimizer, self.model, self.out)
-            for _ in range(step):
-                schedule.step()
-        else:
-            self.metrics = PretrainMetrics(written_by="senti pretrain", model=self.source, corpus=self.corpus.stats,
-                                           runtime=runtime_record(), world_size=self.world, nodes=nodes(),
-                                           versions=versions())
-        clock = _Clock(config.max_minutes, self.state["elapsed_minutes"] if self.state else 0.0)
-        task = self.progress.add_task("pretraining", total=None if plan else total, completed=step) \
-            if self.progress else None
-        tokens, ending = 0, False
-        self.model.train()
-        with stopping.stop_at_checkpoints(stopping.INTERRUPTS):
-            while step < total and not ending:
-                epoch = step // steps_per_epoch
-                batches = _epoch_batches(self.train_index, self.corpus.lengths(), config.batch_size, config.seed,
-                                         epoch)[: steps_per_epoch * self.world][self.rank::self.world]
-                for index in batches[step - epoch * steps_per_epoch:]:
-                    batch = self.batch(index, [config.seed, 0, step, self.rank])
-                    loss, _ = self.loss_and_hits(batch, self.net)
-                    value = float(loss)
-                    if not np.isfinite(value):
-                        raise SentiError(f"MLM loss became {value} at step {step + 1}; lower --lr")
-                    optimizer_step(loss, self.optimizer)
-                    step += 1
-                    if plan is not None:
-                        plan.update(step, step - self.metrics.resumed_at, clock.this_run_seconds(), clock.prior_s)
-                    schedule.step()
-                    tokens += batch[0].size
-                    rate = tokens / clock.this_run_seconds()
-                    self.metrics.steps.append({"step": step, "loss": value, "tokens_per_s": rate})
-                    if task is not None and self.progress is not None:
-                        self.progress.update(task, completed=step, description=f"MLM loss {value:.3f} {rate:,.0f} tok/s")
-                    ending = agree(bool(stopping.signal_name()) or clock.over(), self.world)  # all workers stop together
-                    if self.main and (step % config.save_every == 0 or step >= total or ending):
-                        self.save(step, clock.minutes())
-                    if ending or step >= total:
-                        break
-            if stopping.signal_name():
-                self.metrics.interrupted = {"signal": stopping.signal_name(), "step": step}
-        self.metrics.workers = census(self.model, step, self.world)
-        if self.main:
-            self.metrics.write(self.out)
-            plot_pretraining_curves(self.metrics, self.out / layout.CURVES_PNG)
-        if self.metrics.interrupted:
-            raise TrainingInterrupted(f"pretraining interrupted by {self.metrics.interrupted['signal']} at step "
-                                      f"{step}; {self.out} holds that step and resumes from it")
-        return self.metrics.to_json()
-
-
-class _Clock:
-    """Minutes spent on the run (earlier runs of a resumed one included) against `--max-minutes`."""
-
-    def __init__(self, max_minutes: float | None, prior_minutes: float):
-        self.budget_s = max_minutes * 60 if max_minutes else None
-        self.prior_s, self.start = prior_minutes * 60, time.perf_counter()
-
-    def this_run_seconds(self) -> float:
-        return max(time.perf_counter() - self.start, 1e-9)
-
-    def minutes(self) -> float:
-        return (self.prior_s + self.this_run_seconds()) / 60
-
-    def over(self) -> bool:
-        return self.budget_s is not None and self.minutes() * 60 >= self.budget_s
-
 
 def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
     """Pretrain per `config` into `config.output_dir`; returns the metrics (also in metrics.json)."""
-    configure_runtime(config.threads)
     return PretrainRun(config, say, progress).run()
-
-
-def _epoch_batches(index: np.ndarray, lengths: np.ndarray, batch_size: int, seed: int, epoch: int):
-    """Length-bucketed batches of `index` (shuffled per epoch, tight in length), whole batches only."""
-    from senti.toolkit.data.batching import length_bucketed_batches
-
-    rng = np.random.default_rng([seed, 2, epoch])
-    local = length_bucketed_batches(lengths[index], batch_size, rng)
-    return [index[b] for b in local if len(b) == batch_size]
 
 
 def _keep_text_hashes(cache: Path, out: Path) -> None:

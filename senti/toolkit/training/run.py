@@ -1,21 +1,26 @@
-"""One classifier training run, the part `senti train` and `senti distill` share; each supplies its model and loss.
+"""The one run that `senti train`, `senti distill` and `senti pretrain` share, and the classifier runs' part.
 
-As in setfit's `DistillationTrainer(Trainer)`: a subclass answers three hooks, `default_lr` (when --lr is not
-given), `prepare` (data, model, checkpoint metadata, the metrics' opening record) and `loss` (one batch), and
-`ClassifierRun.run` owns the rest: runtime and device, the output folder, evaluation on dev (choosing the n-gram
-head's weight when the model has one), saving the best checkpoint, the loop, metrics.json and the curves, and
-the end of an interrupted run.
+As in setfit's `DistillationTrainer(Trainer)`: `Run` owns the step loop and what surrounds it (runtime and
+device, the output folder, joining the other workers and agreeing on settings, the optimizer and its schedule,
+AMP, the finite-loss check, signals and a time budget, the census, the end of an interrupted run), and a
+subclass answers hooks: `default_lr`, `prepare` (data, model, metrics), `agreement`, `epoch_batches`, `loss` (one
+batch), `record_step`, `after_step` (its save cadence), `end_epoch` and `finish`. `ClassifierRun` adds what
+`senti train` and `senti distill` share: evaluation on dev (choosing the n-gram head's weight when the model has
+one), keeping the best checkpoint, early stopping, metrics.json and the curves. `PretrainRun`
+(training/pretrain.py) adds masking, held-out MLM figures, saving every N steps, resuming and a time budget.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 
-from senti.core import layout
+from senti.core import layout, stopping
 from senti.core.checkpoint import CheckpointMeta
 from senti.core.errors import SentiError
 from senti.core.runtime import configure_runtime
@@ -23,8 +28,17 @@ from senti.toolkit.evaluation.evaluate import choose_ngram_weight, predict_logit
 from senti.toolkit.evaluation.metrics import classification_metrics
 from senti.toolkit.records import TrainingMetrics
 from senti.toolkit.training.checkpoint import refuse_existing, save_checkpoint
+from senti.toolkit.training.collective import census, join, nodes
 from senti.toolkit.training.config import RunConfig
-from senti.toolkit.training.loop import fit, raise_if_interrupted
+from senti.toolkit.training.loop import (
+    BudgetPlan,
+    Clock,
+    TrainingDiverged,
+    TrainingInterrupted,
+    divergence,
+    make_optimizer,
+    optimizer_step,
+)
 
 
 def available_devices() -> dict[str, bool]:
@@ -79,6 +93,214 @@ def resolve_precision(config: RunConfig, device: str, say) -> str:
     return "fp16"
 
 
+@dataclass
+class Step:
+    """One batch's forward pass: the loss tensor, its terms by name (None with a single term) and the tokens read."""
+
+    loss: Any
+    terms: dict | None = None
+    tokens: int = 0
+
+
+@dataclass
+class EpochStats:
+    """What one epoch of this worker took: steps, examples, tokens, losses and wall seconds."""
+
+    epoch: int
+    samples: int = 0
+    tokens: int = 0
+    losses: list = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+
+Settings = TypeVar("Settings", bound=RunConfig)
+
+
+class Run(Generic[Settings]):
+    """A run's shared state and its step loop. `prepare` must set `model` and `metrics` (TrainingMetrics or
+    PretrainMetrics); it may set `precision` (fp32 unless AMP applies) and `extra_parameters` (more (name,
+    parameter) pairs that train). With several workers `run` wraps the model in DataParallel as `net`."""
+
+    model: Any
+    metrics: Any
+    precision: str = "fp32"
+    task_name = "training"
+
+    def __init__(self, config: Settings, say=print, progress=None):
+        import paddle.distributed as dist
+
+        self.runtime = configure_runtime(config.threads)
+        self.out = Path(config.output_dir)
+        self.world, self.rank = dist.get_world_size(), dist.get_rank()
+        self.main = self.rank == 0
+        self.say = say if self.main else (lambda _: None)
+        self.progress = progress if self.main else None
+        self.claim_output(config)
+        if config.lr is None:
+            lr, why = self.default_lr(config)
+            config = replace(config, lr=lr)
+            self.say(f"learning rate {lr:g}: {why}; --lr sets another")
+        self.config: Settings = config
+        self.device = select_device(config.device)
+        self.net: Any = None
+        self.extra_parameters: list = []
+        self.step = 0  # optimizer steps taken, a resumed run's earlier ones included
+        self.stop = False  # set by a hook (early stop) or the time budget: the loop ends after this step
+        self.clock = Clock()
+
+    # --- the hooks ---------------------------------------------------------------------------------------------
+
+    def claim_output(self, config) -> None:
+        """Refuse an output folder that holds someone else's files (a resumable run accepts its own)."""
+        refuse_existing(Path(config.output_dir), config.overwrite)
+
+    def default_lr(self, config) -> tuple[float, str]:
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        raise NotImplementedError
+
+    def agreement(self) -> dict:
+        """What every worker must share before training together."""
+        raise NotImplementedError
+
+    def examples(self) -> int:
+        """Training examples in an epoch (all workers together)."""
+        raise NotImplementedError
+
+    def epoch_batches(self, epoch: int) -> list:
+        """The epoch's batches of example indices (all workers'; the run deals them out)."""
+        raise NotImplementedError
+
+    def loss(self, index) -> Step:
+        raise NotImplementedError
+
+    def budget(self) -> tuple[float | None, float]:
+        """(the run's time budget in minutes or None, minutes spent by earlier runs it resumes)."""
+        return None, 0.0
+
+    def budget_plan(self, total_steps: int) -> BudgetPlan | None:
+        """A schedule shaped to the time budget instead of `total_steps`, or None."""
+        return None
+
+    def first_step(self) -> int:
+        """Called once the optimizer exists: opens the run's records; returns the step to start at."""
+        return 0
+
+    def record_step(self, step: Step, value: float) -> None:
+        """Keep one step's figures (the loss is `value`)."""
+
+    def describe(self, epoch: int, value: float) -> str:
+        return f"epoch {epoch} loss {value:.3f}"
+
+    def ending(self) -> bool:
+        """Whether the run ends after this step for a reason outside it (a signal)."""
+        return bool(stopping.signal_name())
+
+    def after_step(self, epoch: int, last: bool) -> None:
+        """Evaluation or saving at the run's cadence; `last`: no step follows."""
+
+    def end_epoch(self, stats: EpochStats) -> None:
+        """An epoch ended without an interruption."""
+
+    def diverged(self, value: float, epoch: int) -> SentiError:
+        return TrainingDiverged(divergence(self.model, value, epoch, self.step, self.precision, None,
+                                           self.config.output_dir))
+
+    def finish(self) -> None:
+        """The main process writes the records (also after an interruption)."""
+
+    def interrupted_message(self) -> str:
+        raise NotImplementedError
+
+    # --- the run -----------------------------------------------------------------------------------------------
+
+    def run(self) -> dict:
+        """Prepare, join the other workers, train, write the records; returns the metrics (raises if
+        interrupted). What one rank does alone happens in `prepare`, before the group exists."""
+        import paddle
+
+        self.prepare()
+        if self.world > 1:
+            join(self.agreement())
+            self.net = paddle.DataParallel(self.model)  # starts every replica from rank 0's weights
+        self.loop()
+        self.metrics.workers = census(self.model, self.step, self.world)
+        if self.main:
+            self.finish()
+        if self.metrics.interrupted:
+            raise TrainingInterrupted(self.interrupted_message())
+        return self.metrics.to_json()
+
+    def loop(self) -> None:
+        """Epochs of length-bucketed batches dealt out to the workers, until the last step, a stop or a signal.
+        Signals are recorded and read between steps, so no step is cut in half (from a thread other than the
+        main one Python installs no handlers: the caller stops the run)."""
+        import paddle
+
+        config = self.config
+        per_epoch = max(1, self.examples() // config.batch_size // self.world)
+        total = min(config.epochs * per_epoch, config.max_steps or config.epochs * per_epoch)
+        plan = self.budget_plan(total)
+        if plan is not None:
+            total = 10**12  # the clock ends the run
+        self.optimizer, self.schedule = make_optimizer(
+            list(self.model.named_parameters()) + list(self.extra_parameters), config, total, plan)
+        scaler = paddle.amp.GradScaler(init_loss_scaling=config.init_loss_scaling) if self.precision == "fp16" \
+            else None
+        self.step = first = self.first_step()
+        self.clock = Clock(*self.budget())
+        progress = self.progress
+        task = progress.add_task(self.task_name, total=None if plan else total, completed=self.step) if progress \
+            else None
+        tokens, epoch = 0, self.step // per_epoch + 1
+        with stopping.stop_at_checkpoints(stopping.INTERRUPTS):
+            while self.step < total and not self.stop:
+                batches = self.epoch_batches(epoch)[: per_epoch * self.world][self.rank::self.world]
+                batches = batches[max(0, self.step - (epoch - 1) * per_epoch):]
+                if not batches:
+                    break
+                (self.net or self.model).train()
+                stats, started = EpochStats(epoch), time.perf_counter()
+                for index in batches:
+                    step, value = self._train_step(index, epoch, scaler)
+                    if plan is not None:
+                        plan.update(self.step, self.step - first, self.clock.this_run_seconds(), self.clock.prior_s)
+                    self.schedule.step()
+                    tokens += step.tokens
+                    stats.samples, stats.tokens = stats.samples + len(index), stats.tokens + step.tokens
+                    stats.losses.append(value)
+                    self.record_step(step, value)
+                    if progress is not None and task is not None:
+                        progress.update(task, completed=self.step, description=self.describe(epoch, value))
+                    self.stop = self.stop or self.ending()
+                    self.after_step(epoch, self.stop or self.step >= total)
+                    if self.stop or self.step >= total:
+                        break
+                stats.wall_seconds = time.perf_counter() - started
+                if stopping.signal_name():
+                    self.metrics.interrupted = {"signal": stopping.signal_name(), "epoch": epoch, "step": self.step}
+                    break
+                self.end_epoch(stats)
+                epoch += 1
+        if progress is not None and task is not None:
+            progress.remove_task(task)
+
+    def _train_step(self, index, epoch: int, scaler) -> tuple[Step, float]:
+        """Forward (under AMP when it applies), the finite-loss check, backward and update."""
+        import paddle
+
+        amp_dtype: Literal["bfloat16", "float16"] = "bfloat16" if self.precision == "bf16" else "float16"  # unused off AMP
+        with paddle.amp.auto_cast(enable=self.precision != "fp32", dtype=amp_dtype, level="O1"):
+            step = self.loss(index)
+        value = float(step.loss)
+        if not math.isfinite(value):
+            raise self.diverged(value, epoch)
+        optimizer_step(step.loss, self.optimizer, scaler)
+        self.step += 1
+        return step, value
+
+
 def finish_run(out: Path, metrics: TrainingMetrics) -> None:
     """metrics.json and the curves PNG, also after an interruption."""
     from senti.toolkit.training.plots import plot_training_curves
@@ -87,57 +309,104 @@ def finish_run(out: Path, metrics: TrainingMetrics) -> None:
     plot_training_curves(metrics, out / layout.CURVES_PNG)
 
 
-class ClassifierRun:
-    """A run's shared state and steps; `prepare` must set `model`, `tokenizer`, `labels`, `train_ids`, `dev_ids`,
-    `dev_y`, `meta` (a CheckpointMeta), `precision`, `metrics` and `train_hashes`; it may set `extra_parameters` (more (name,
-    parameter) pairs that train). With several workers `run` wraps the model in DataParallel as `net`."""
+class ClassifierRun(Run[Settings]):
+    """`senti train` and `senti distill`: `prepare` must set `model`, `tokenizer`, `labels`, `train_ids`, `dev_ids`,
+    `dev_y`, `meta` (a CheckpointMeta), `precision`, `metrics` and `train_hashes`; `loss` gives one batch's Step.
+    Evaluation on dev at each epoch's end (or every `eval_every` steps) keeps the best checkpoint and stops early
+    after `early_stop` evaluations without improvement."""
 
     # set by `prepare`
-    model: Any
     tokenizer: Any
     labels: list[str]
     train_ids: list[list[int]]
     dev_ids: list[list[int]]
     dev_y: np.ndarray
     meta: CheckpointMeta
-    precision: str
     metrics: TrainingMetrics
-    train_hashes: np.ndarray  # every text learned from, ancestors' too (toolkit.seen)
+    train_hashes: np.ndarray  # every text learned from, ancestors' too (toolkit.data.seen)
     heldout_hashes: np.ndarray | None = None  # dev and test texts, ancestors' too: a replay never trains on them
     adjust_counts: np.ndarray | None = None  # training rows per class, when the logit adjustment is chosen on dev
 
-    def __init__(self, config, say=print, progress=None):
-        import paddle.distributed as dist
+    # --- what the loop asks ------------------------------------------------------------------------------------
 
-        self.runtime = configure_runtime(config.threads)
-        self.out = Path(config.output_dir)
-        refuse_existing(self.out, config.overwrite)
-        self.world, self.rank = dist.get_world_size(), dist.get_rank()
-        self.main = self.rank == 0
-        self.say = say if self.main else (lambda _: None)
-        self.progress = progress if self.main else None
-        if config.lr is None:
-            lr, why = self.default_lr(config)
-            config = replace(config, lr=lr)
-            self.say(f"learning rate {lr:g}: {why}; --lr sets another")
-        self.config = config
-        self.device = select_device(config.device)
-        self.net = None
-        self.extra_parameters: list = []
+    def agreement(self) -> dict:
+        """What every worker must share: the settings that shape training and the data as encoded (so a different
+        file, vocabulary or length shows), not paths or threads, which may differ between machines."""
+        import hashlib
 
-    # --- the hooks ---------------------------------------------------------------------------------------------
+        local = {"output_dir", "threads", "overwrite", "device", "trust_pickle", "dataset", "model", "replay",
+                 "teacher", "student", "extra_texts"}
+        data = hashlib.sha256()
+        for ids in (*self.train_ids, *self.dev_ids):
+            data.update(np.asarray(ids, dtype=np.int64).tobytes())
+        return {**{k: v for k, v in self.config.to_json().items() if k not in local}, "data_sha256": data.hexdigest(),
+                "labels": list(self.labels)}
 
-    def default_lr(self, config) -> tuple[float, str]:
-        raise NotImplementedError
+    def examples(self) -> int:
+        return len(self.train_ids)
 
-    def prepare(self) -> None:
-        raise NotImplementedError
+    def epoch_batches(self, epoch: int) -> list:
+        from senti.toolkit.data.batching import length_bucketed_batches
 
-    def loss(self, index):
-        """(loss tensor, {term: float} or None) for the training examples in `index`."""
-        raise NotImplementedError
+        return length_bucketed_batches(self.lengths, self.config.batch_size, self.rng)
 
-    # --- shared ------------------------------------------------------------------------------------------------
+    def tokens(self, index) -> int:
+        return int(sum(self.lengths[i] for i in index))
+
+    def first_step(self) -> int:
+        parallel = {"world_size": self.world, "nodes": nodes()}
+        self.metrics.world_size, self.metrics.nodes = self.world, parallel["nodes"]
+        self.meta = replace(self.meta, parallel=parallel)
+        if self.main:
+            self.out.mkdir(parents=True, exist_ok=True)  # the settings are saved with the first checkpoint
+        self.lengths = [len(e) for e in self.train_ids]
+        self.rng = np.random.default_rng(self.config.seed)
+        metrics = self.metrics
+        metrics.epochs, metrics.evaluations, metrics.step_losses, metrics.step_terms = [], [], [], []
+        metrics.best, metrics.interrupted, metrics.stopped_early = None, None, False
+        self.stale = 0  # evaluations since the last improvement
+        return 0
+
+    def record_step(self, step: Step, value: float) -> None:
+        self.metrics.step_losses.append(value)
+        if step.terms:
+            self.metrics.step_terms.append(step.terms)
+
+    def after_step(self, epoch: int, last: bool) -> None:
+        every = self.config.eval_every
+        if every and self.step % every == 0:
+            self.keep_best(epoch)
+            if self.config.early_stop and self.stale >= self.config.early_stop:
+                self.stop = True
+
+    def end_epoch(self, stats: EpochStats) -> None:
+        if not self.config.eval_every:
+            self.keep_best(stats.epoch)
+        last = self.metrics.evaluations[-1] if self.metrics.evaluations else {}
+        wall = stats.wall_seconds
+        self.metrics.epochs.append({
+            "epoch": stats.epoch, "steps": len(stats.losses), "wall_seconds": wall,
+            "train_samples_per_s": stats.samples * self.world / wall, "train_tokens_per_s": stats.tokens * self.world / wall,
+            "train_loss": float(np.mean(stats.losses)) if stats.losses else None,
+            "dev_accuracy": last.get("dev_accuracy"), "dev_macro_f1": last.get("dev_macro_f1"),
+        })
+        if self.config.early_stop and self.stale >= self.config.early_stop:
+            self.metrics.stopped_early, self.stop = True, True
+            self.say(f"early stop: no dev improvement in {self.stale} evaluations")
+
+    def diverged(self, value: float, epoch: int) -> SentiError:
+        return TrainingDiverged(divergence(self.model, value, epoch, self.step, self.precision, self.metrics.best,
+                                           self.config.output_dir))
+
+    def finish(self) -> None:
+        finish_run(self.out, self.metrics)
+
+    def interrupted_message(self) -> str:
+        best, interrupted = self.metrics.best, self.metrics.interrupted or {}
+        kept = f"best checkpoint (step {best['step']}) kept in {self.out}" if best else "no checkpoint had been saved yet"
+        return f"training interrupted by {interrupted['signal']} at step {interrupted['step']}; {kept}"
+
+    # --- evaluation and saving ---------------------------------------------------------------------------------
 
     @property
     def two_sided(self) -> bool:
@@ -162,6 +431,22 @@ class ClassifierRun:
         return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"],
                 **extra}
 
+    def keep_best(self, epoch: int) -> None:
+        """Evaluate on dev and keep the checkpoint when it improved (every rank evaluates, so early-stop decisions
+        agree; the main process alone saves and says)."""
+        record = self.evaluate(epoch, self.step)
+        self.metrics.evaluations.append(record)
+        best = self.metrics.best
+        improved = best is None or (record["dev_accuracy"], record["dev_macro_f1"]) > (
+            best["dev_accuracy"], best["dev_macro_f1"])
+        if improved:
+            self.metrics.best = record
+            if self.main:
+                self.save(record)
+        self.stale = 0 if improved else self.stale + 1
+        self.say(f"epoch {epoch} step {self.step}: dev accuracy {record['dev_accuracy']:.4f}, "
+                 f"macro-F1 {record['dev_macro_f1']:.4f}{'  (best, saved)' if improved else ''}")
+
     def save(self, record: dict) -> None:
         from senti.toolkit.data.seen import hashes_writer
 
@@ -170,42 +455,3 @@ class ClassifierRun:
             extra[layout.HELDOUT_TEXT_HASHES] = hashes_writer(self.heldout_hashes)
         save_checkpoint(self.model, self.tokenizer, self.out, replace(self.meta, dev=record, precision=self.precision),
                         self.config, extra=extra)
-
-    def agreement(self) -> dict:
-        """What every worker must share: the settings that shape training and the data as encoded (so a different
-        file, vocabulary or length shows), not paths or threads, which may differ between machines."""
-        import hashlib
-
-        local = {"output_dir", "threads", "overwrite", "device", "trust_pickle", "dataset", "model", "replay",
-                 "teacher", "student", "extra_texts"}
-        data = hashlib.sha256()
-        for ids in (*self.train_ids, *self.dev_ids):
-            data.update(np.asarray(ids, dtype=np.int64).tobytes())
-        return {**{k: v for k, v in self.config.to_json().items() if k not in local}, "data_sha256": data.hexdigest(),
-                "labels": list(self.labels)}
-
-    def run(self) -> dict:
-        """Prepare, join the other workers, train, write metrics.json and the curves; returns the metrics (raises
-        if interrupted). What one rank does alone happens in `prepare`, before the group exists."""
-        import paddle
-
-        from senti.toolkit.training.collective import census, join, nodes
-
-        self.prepare()
-        if self.world > 1:
-            join(self.agreement())
-            self.net = paddle.DataParallel(self.model)  # starts every replica from rank 0's weights
-        parallel = {"world_size": self.world, "nodes": nodes()}
-        self.metrics.world_size, self.metrics.nodes = self.world, parallel["nodes"]
-        self.meta = replace(self.meta, parallel=parallel)
-        if self.main:
-            self.out.mkdir(parents=True, exist_ok=True)  # the settings are saved with the first checkpoint
-        fit(self.net or self.model, self.model, self.config, [len(e) for e in self.train_ids], self.loss,
-            self.evaluate, self.save, self.precision, self.metrics, say=self.say, progress=self.progress,
-            extra_parameters=self.extra_parameters)
-        self.metrics.workers = census(self.model, len(self.metrics.step_losses), self.world)
-        if self.main:
-            finish_run(self.out, self.metrics)
-        raise_if_interrupted(self.metrics, self.out)
-        return self.metrics.to_json()
-

@@ -12,6 +12,7 @@ from senti.core.artifacts import SplitRecipe
 from senti.core.batching import pad_batch
 from senti.core.checkpoint import read_meta
 from senti.core.errors import SentiError
+from senti.core.sequence import length_to_use
 from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import hashes_of, read_hashes, training_hashes
 from senti.toolkit.data.splits import data_fingerprint, load_recipe
@@ -19,10 +20,10 @@ from senti.toolkit.records import TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
 from senti.toolkit.training.config import DEFAULT_SEQ_LEN, TrainConfig
 from senti.toolkit.training.models import build_model, default_lr, is_checkpoint
-from senti.toolkit.training.run import ClassifierRun, resolve_precision
+from senti.toolkit.training.run import ClassifierRun, Step, resolve_precision
 
 
-class TrainRun(ClassifierRun):
+class TrainRun(ClassifierRun[TrainConfig]):
     """`senti train`: the data (with replay), the model (a preset, a folder, a checkpoint or a hub name), one
     cross-entropy per side of the model."""
 
@@ -32,10 +33,10 @@ class TrainRun(ClassifierRun):
     def prepare(self) -> None:
         import paddle
 
-        if self.config.max_seq_len is None:  # continuing a checkpoint keeps the length it was trained at
-            spec = Path(self.config.model).expanduser()
-            own = read_meta(spec).max_seq_len if spec.is_dir() and is_checkpoint(spec) else DEFAULT_SEQ_LEN
-            self.config = replace(self.config, max_seq_len=own)
+        spec = Path(self.config.model).expanduser()  # continuing a checkpoint keeps the length it was trained at
+        trained_at = read_meta(spec).max_seq_len if spec.is_dir() and is_checkpoint(spec) else DEFAULT_SEQ_LEN
+        max_len = length_to_use(self.config.max_seq_len, trained_at)
+        self.config = replace(self.config, max_seq_len=max_len)
         config, say = self.config, self.say
         recipe = SplitRecipe(dataset=config.dataset, seed=config.seed, text_column=config.text_column,
                              label_column=config.label_column,
@@ -47,12 +48,12 @@ class TrainRun(ClassifierRun):
         train_rows = splits.train + replayed
         paddle.seed(config.seed)
         model, tokenizer, source = build_model(
-            config.model, labels, [e.text for e in train_rows], config.max_seq_len, config.trust_pickle,
+            config.model, labels, [e.text for e in train_rows], max_len, config.trust_pickle,
             config.ngram_buckets,
         )
         label_id = {lab: i for i, lab in enumerate(labels)}
-        self.train_ids, train_cut = encode_texts(tokenizer, [e.text for e in train_rows], config.max_seq_len)
-        self.dev_ids, dev_cut = encode_texts(tokenizer, [e.text for e in splits.dev], config.max_seq_len)
+        self.train_ids, train_cut = encode_texts(tokenizer, [e.text for e in train_rows], max_len)
+        self.dev_ids, dev_cut = encode_texts(tokenizer, [e.text for e in splits.dev], max_len)
         self.train_y = np.array([label_id[e.label] for e in train_rows], dtype=np.int64)
         # a tensor once, not one per step
         self.class_weight = paddle.to_tensor(balanced_weights(self.train_y, len(labels))) if (
@@ -65,10 +66,10 @@ class TrainRun(ClassifierRun):
         self.heldout_hashes = training_hashes([e.text for e in splits.dev + splits.test], config.model,
                                               name=layout.HELDOUT_TEXT_HASHES)
         data_stats = {**splits.stats(), "replayed_rows": len(replayed),
-                      "truncated_texts": {"train": train_cut, "dev": dev_cut}, "max_seq_len": config.max_seq_len}
+                      "truncated_texts": {"train": train_cut, "dev": dev_cut}, "max_seq_len": max_len}
         replay_note = f" ({len(replayed)} replayed from {config.replay})" if replayed else ""
         say(f"data: {len(self.train_ids)} train{replay_note} / {len(self.dev_ids)} dev rows, labels {labels}; "
-            f"truncated to {config.max_seq_len} tokens: {train_cut} train, {dev_cut} dev; "
+            f"truncated to {max_len} tokens: {train_cut} train, {dev_cut} dev; "
             f"empty texts skipped: {sum(splits.skipped_empty.values())}")
         for label, n in splits.rare_labels.items():
             say(f"warning: label '{label}' has only {n} training row(s); check the label column for typos")
@@ -86,10 +87,10 @@ class TrainRun(ClassifierRun):
             written_by="senti train", model=source, device=self.device, world_size=self.world,
             precision=self.precision, amp_requested=config.amp, versions=versions(), runtime=self.runtime,
             data=data_stats, baseline=baseline)
-        self.meta = checkpoint_meta("senti train", labels, config.max_seq_len, tokenizer, source,
+        self.meta = checkpoint_meta("senti train", labels, max_len, tokenizer, source,
                                     self.metrics.versions, recipe, lineage)
 
-    def loss(self, index):
+    def loss(self, index) -> Step:
         import paddle
         import paddle.nn.functional as F
 
@@ -98,8 +99,9 @@ class TrainRun(ClassifierRun):
         losses = {suffix: F.cross_entropy(logits.astype("float32"), gold, weight=self.class_weight)
                   for suffix, logits in self.sides(input_ids, token_type_ids).items()}
         if len(losses) == 1:
-            return losses[""], None
-        return sum(losses.values()), {"ernie" if not s else s.strip("_"): float(v) for s, v in losses.items()}
+            return Step(losses[""], None, self.tokens(index))
+        return Step(sum(losses.values()), {"ernie" if not s else s.strip("_"): float(v) for s, v in losses.items()},
+                    self.tokens(index))
 
 
 def adjusts(setting: str, n_labels: int, has_ngram_head: bool) -> bool:
