@@ -19,7 +19,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
     from senti.core.checkpoint import load_checkpoint
-    from senti.serving.predictor import softmax
+    from senti.core.scores import softmax
     from senti.toolkit.data.batching import encode_texts
     from senti.toolkit.data.splits import load_splits
     from senti.toolkit.evaluation.baseline import baseline_probabilities, fit_baseline

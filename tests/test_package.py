@@ -264,6 +264,23 @@ def test_export_json_has_one_reader():
             assert not (isinstance(node, ast.Name) and node.id == "read_export_meta"), path
 
 
+def test_every_format_has_its_maker_and_the_export_options_follow_from_the_formats():
+    """A new backend is a FORMATS row and a maker registered under its name (docs/ARCHITECTURE.md, "Recipes"):
+    no list of format names or options is written a second time."""
+    from senti.export.pipeline import EXPORT_FORMATS, MAKERS, QUANTIZE_CHOICES
+    from senti.serving.backends import FORMATS
+
+    assert set(MAKERS) == set(FORMATS)
+    assert EXPORT_FORMATS == ("paddle", "onnx") and QUANTIZE_CHOICES == ("int8",)
+    for path in package_files():
+        if path.relative_to(ROOT).as_posix() == "senti/serving/backends.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "fmt":
+                named = [c.value for c in node.comparators if isinstance(c, ast.Constant)]
+                assert not named, f"{path.relative_to(ROOT)}:{node.lineno} branches on the format {named}"
+
+
 def test_artifact_schemas_check_version_and_keys_and_write_atomically(tmp_path):
     from senti.core import layout
     from senti.core.artifacts import ExportMeta
@@ -378,9 +395,22 @@ def test_train_and_distill_options_are_the_settings_fields():
                                                        "init_loss_scaling", "min_freq"}
         if config is PretrainConfig:
             # fill_minutes: derived by the command from --max-minutes without --epochs or --max-steps
-            settable -= {"dataset", "amp", "amp_dtype", "eval_every", "early_stop", "fill_minutes"}
+            settable -= {"fill_minutes"}
         assert settable - options == set(), (command.__name__, settable - options)
         assert options - settable - extra - unsettable - launch - {"device"} == set(), command.__name__
+
+
+def test_each_settings_class_holds_only_what_its_command_uses():
+    """Pretraining reads --corpus, has no AMP and no dev evaluation: its settings have no such fields (they had
+    `dataset: str = ""  # unused`)."""
+    from dataclasses import fields
+
+    from senti.toolkit.training.config import ClassifierConfig, RunConfig
+    from senti.toolkit.training.pretrain import PretrainConfig
+
+    classifier_only = {f.name for f in fields(ClassifierConfig)} - {f.name for f in fields(RunConfig)}
+    assert classifier_only == {"dataset", "amp", "amp_dtype", "init_loss_scaling", "eval_every", "early_stop"}
+    assert not classifier_only & {f.name for f in fields(PretrainConfig)}
 
 
 def test_no_function_in_the_package_is_over_80_lines():

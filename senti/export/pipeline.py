@@ -11,9 +11,11 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +25,7 @@ from senti.core.batching import pad_batch
 from senti.core.checkpoint import load_checkpoint
 from senti.core.errors import SentiError
 from senti.core.runtime import package_versions
+from senti.core.scores import softmax
 from senti.core.sequence import length_to_use, seq_len_problem, text_budget
 from senti.export.onnx_convert import (
     ExportError,
@@ -38,11 +41,11 @@ from senti.export.static import save_static
 from senti.export.triton import write_repository
 from senti.serving.backends import FORMATS, open_backend
 from senti.serving.drift import summarize
-from senti.serving.predictor import softmax
 from senti.serving.tokenizer import FastTokenizer
 
-EXPORT_FORMATS = ("paddle", "onnx")  # what --formats chooses; the ONNX variants follow from --quantize and --fp16
-QUANTIZE_CHOICES = ("int8",)
+# What --formats chooses: the formats made from the checkpoint itself; the others follow from --quantize and --fp16.
+EXPORT_FORMATS = tuple(name for name, fmt in FORMATS.items() if fmt.source is None)
+QUANTIZE_CHOICES = tuple(sorted({fmt.option for fmt in FORMATS.values() if fmt.precision == "int8" and fmt.option}))
 
 
 @dataclass
@@ -91,26 +94,87 @@ def _versions() -> dict:
     return package_versions()
 
 
-# The ONNX formats made from another one: format -> (source format, how). Every format is described
-# (file, precision, tolerance, rank) in senti.serving.backends.FORMATS; this table says how to make it.
-def _optimize(src: Path, out: Path, job) -> dict:
-    return {"fusions": optimize(src, out, job.model.config.num_attention_heads, job.model.config.hidden_size)}
+@dataclass
+class Job:
+    """What a format's maker reads: the staging folder, the static graph, the model and the calibration ids."""
+
+    staging: Path
+    graph_file: str
+    params_file: str
+    spec: ExportSpec
+    model: Any
+    calibration: list  # token ids of the calibration texts (static INT8)
+    calibration_source: dict
+
+    def path(self, fmt: str) -> Path:
+        return self.staging / FORMATS[fmt].path
+
+    def source(self, fmt: str) -> Path:
+        """The file a derived format is made from (its FORMATS row names the source format)."""
+        source = FORMATS[fmt].source
+        assert source is not None, f"{fmt} is made from another format"
+        return self.path(source)
 
 
-def _calibrated_int8(src: Path, out: Path, job) -> dict:
+@dataclass
+class Made:
+    """A format written: its files (relative to the export folder), facts for export.json, the ONNX io record."""
+
+    files: list[str]
+    facts: dict = field(default_factory=dict)
+    io: dict | None = None
+
+
+# How each format in senti.serving.backends.FORMATS is made (its file, precision, tolerance and rank are there):
+# the maker registered under its name, `(job, name) -> Made`. A test holds the two registries to the same names.
+MAKERS: dict[str, Callable[[Job, str], Made]] = {}
+
+
+def maker(name: str):
+    def register(make: Callable[[Job, str], Made]) -> Callable[[Job, str], Made]:
+        MAKERS[name] = make
+        return make
+
+    return register
+
+
+@maker("paddle")
+def _paddle_inference(job: Job, fmt: str) -> Made:  # written by save_static before any other format
+    return Made([f"{layout.PADDLE_DIR}/{Path(job.graph_file).name}", f"{layout.PADDLE_DIR}/{layout.PADDLE_PARAMS}"])
+
+
+@maker("onnx")
+def _onnx(job: Job, fmt: str) -> Made:
+    return Made([job.path(fmt).name], io=paddle_to_onnx(job.graph_file, job.params_file, job.path(fmt), job.spec))
+
+
+@maker("onnx-opt")
+def _optimize(job: Job, fmt: str) -> Made:
+    config = job.model.config
+    return Made([job.path(fmt).name], {"fusions": optimize(job.source(fmt), job.path(fmt), config.num_attention_heads,
+                                                           config.hidden_size)})
+
+
+@maker("onnx-int8-static")
+def _calibrated_int8(job: Job, fmt: str) -> Made:
     batches = [pad_batch(job.calibration, list(range(i, min(i + 32, len(job.calibration)))))
                for i in range(0, len(job.calibration), 32)]
-    return {**quantize_int8_static(src, out, batches), "calibration": job.calibration_source}
+    facts = quantize_int8_static(job.source(fmt), job.path(fmt), batches)
+    return Made([job.path(fmt).name], {**facts, "calibration": job.calibration_source})
 
 
-# How each derived format (FORMATS[name].source set) is made: (source path, output path, job with .model and
-# .calibration) -> extra facts for export.json.
-MAKERS = {
-    "onnx-opt": _optimize,
-    "onnx-int8-static": _calibrated_int8,
-    "onnx-int8": lambda src, out, job: quantize_int8(src, out),
-    "onnx-fp16": lambda src, out, job: to_fp16(src, out),
-}
+@maker("onnx-int8")
+def _dynamic_int8(job: Job, fmt: str) -> Made:
+    quantize_int8(job.source(fmt), job.path(fmt))
+    return Made([job.path(fmt).name])
+
+
+@maker("onnx-fp16")
+def _fp16(job: Job, fmt: str) -> Made:
+    to_fp16(job.source(fmt), job.path(fmt))
+    return Made([job.path(fmt).name])
+
+
 CALIBRATION_TEXTS = 512  # training texts for the static INT8 scales: more changed nothing measurable here
 
 
@@ -159,20 +223,20 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
     for stale in remove_stale_work(out.parent, out.name, "staging"):
         say(f"removed {stale}: the staging folder of an export that was killed")
     calibration = (calibration_texts or texts)[:CALIBRATION_TEXTS]
-    job = SimpleNamespace(model=model, calibration=tokenizer(calibration, max_length=max_len, truncation=True)[
-        "input_ids"], calibration_source={"texts": len(calibration),
-                                          "from": "training split" if calibration_texts else "parity texts"})
+    calibration_ids = tokenizer(calibration, max_length=max_len, truncation=True)["input_ids"]
+    calibration_source = {"texts": len(calibration), "from": "training split" if calibration_texts else "parity texts"}
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=layout.work_prefix(out.name, "staging")))
     try:
         formats, io = {}, None
         graph_file, params_file = save_static(model, staging / layout.PADDLE_DIR, spec)
+        job = Job(staging, graph_file, params_file, spec, model, calibration_ids, calibration_source)
 
         for fmt in wanted_formats(config):
             stopping.checkpoint()  # a SIGTERM between steps: the staging folder goes with the exception
-            files, made, made_io = _make_format(fmt, staging, graph_file, params_file, spec, job)
-            io = made_io or io
+            made = MAKERS[fmt](job, fmt)
+            io = made.io or io
             parity = _check_format(fmt, staging, config.threads, encoded, reference, gold_ids, reference_accuracy, say)
-            formats[fmt] = FormatRecord(files=files, parity=parity, made=made)
+            formats[fmt] = FormatRecord(files=made.files, parity=parity, made=made.facts)
         failed = {f: v.parity.reason for f, v in formats.items() if FORMATS[f].required and not v.parity.fit}
         if failed:
             raise ExportError("exported model disagrees with the dynamic graph: " +
@@ -228,19 +292,6 @@ def _check_parity_inputs(model, labels: list[str], max_len: int, texts: list[str
         raise ExportError(f"parity texts have labels {unknown} that the model does not know ({labels})")
     if len(texts) < 2:
         raise ExportError("parity needs real texts: got fewer than 2")
-
-
-def _make_format(fmt: str, staging: Path, graph_file, params_file, spec: ExportSpec,
-                 job) -> tuple[list[str], dict, dict | None]:
-    """(its files, what its maker records, the ONNX io record when `fmt` is onnx) for one format in `staging`."""
-    path = staging / FORMATS[fmt].path
-    if fmt == "paddle":
-        return [f"{layout.PADDLE_DIR}/{Path(graph_file).name}", f"{layout.PADDLE_DIR}/{layout.PADDLE_PARAMS}"], {}, None
-    if fmt == "onnx":
-        return [path.name], {}, paddle_to_onnx(graph_file, params_file, path, spec)
-    source = FORMATS[fmt].source
-    assert source is not None, f"{fmt} is made from another format"  # every derived format names its source
-    return [path.name], MAKERS[fmt](staging / FORMATS[source].path, path, job) or {}, None
 
 
 def _export_record(config: ExportConfig, data, model, tokenizer, spec: ExportSpec, io, texts, reference,

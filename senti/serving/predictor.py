@@ -11,6 +11,7 @@ from senti.core.artifacts import ExportMeta
 from senti.core.batching import logits_in_order, new_tally
 from senti.core.errors import ArtifactError, SentiError
 from senti.core.runtime import configure_runtime
+from senti.core.scores import softmax
 from senti.core.sequence import text_budget
 from senti.serving.tokenizer import FastTokenizer, head_chars, read_limit
 
@@ -58,12 +59,6 @@ class Prediction:
         return {"label": self.label, "score": self.score, "probabilities": self.probabilities,
                 "truncated": self.truncated, "windows": self.windows, "tokens": self.tokens,
                 "unknown_tokens": self.unknown_tokens}
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Probabilities per row, stable for large logits."""
-    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return shifted / shifted.sum(axis=1, keepdims=True)
 
 
 def choose_backend(meta: ExportMeta, device: str) -> str:

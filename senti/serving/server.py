@@ -8,9 +8,6 @@ Content-Length; slow senders get 408; work for a client that went away is droppe
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import hmac
 import json
 import logging
 import os
@@ -26,6 +23,7 @@ from fastapi import Request  # module level: FastAPI resolves the endpoints' str
 from pydantic import BaseModel, ConfigDict, Field
 
 from senti.core.errors import SentiError
+from senti.serving.auth import key_accepted, page_guard
 from senti.serving.batcher import Batcher, QueueFull
 from senti.serving.console import add_pages
 from senti.serving.http_guard import HEADER_TIMEOUT_ENV, PREDICT_PATH, Guard, HeaderTimeoutProtocol, HostGuard
@@ -292,39 +290,6 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
     guarded = Guard(app, config.max_body_bytes, config.body_timeout_s,
                     lambda status: service.metrics.requests.labels(str(status)).inc())
     return guarded, app
-
-
-def key_accepted(api_key: str | None, x_api_key: str | None, authorization: str | None) -> bool:
-    """Whether a request carries the API key (always, when none is set): X-API-Key, or an Authorization header."""
-    if api_key is None:
-        return True
-    given = x_api_key or presented_key(authorization)
-    return hmac.compare_digest(given.encode(), api_key.encode())
-
-
-def page_guard(api_key: str | None, realm: str):
-    """`guard(request)` for pages: a 401 the browser answers itself (Basic, any user name, the key as password),
-    then sends with the page's own requests. Not counted as a failed prediction."""
-    from fastapi import HTTPException
-
-    def guard(request) -> None:
-        if not key_accepted(api_key, request.headers.get("x-api-key"), request.headers.get("authorization")):
-            raise HTTPException(401, "missing or wrong API key", {"WWW-Authenticate": f'Basic realm="{realm}"'})
-
-    return guard
-
-
-def presented_key(authorization: str | None) -> str:
-    """The API key in an Authorization header: `Bearer KEY` (any case), or Basic with the key as password."""
-    scheme, _, value = (authorization or "").strip().partition(" ")
-    if scheme.lower() == "bearer":
-        return value.strip()
-    if scheme.lower() == "basic":
-        try:
-            return base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")[2]
-        except (binascii.Error, UnicodeDecodeError):
-            return ""
-    return ""
 
 
 WORKER_SPEC_ENV = "SENTI_SERVE_WORKER_SPEC"  # how each worker process loads its model (JSON), set by serve()

@@ -32,8 +32,8 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
     from fastapi import FastAPI, HTTPException
     from fastapi.responses import HTMLResponse
 
+    from senti.serving.auth import page_guard
     from senti.serving.console import page_headers
-    from senti.serving.server import page_guard
 
     app = FastAPI(title="senti label", docs_url=None, redoc_url=None, openapi_url=None)
     page = PAGE.read_text(encoding="utf-8")

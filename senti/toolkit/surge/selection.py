@@ -17,7 +17,7 @@ import numpy as np
 
 from senti.core.errors import DataError
 from senti.core.rows import read_rows
-from senti.serving.predictor import softmax
+from senti.core.scores import softmax
 from senti.serving.streaming import check_output
 
 NEAR_DUPLICATE = 0.5  # 3-gram Jaccard similarity at or above which `diverse` calls two texts the same

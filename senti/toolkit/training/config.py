@@ -1,4 +1,5 @@
-"""Settings of `senti train` and `senti distill`: one base with the shared fields and checks.
+"""Settings of `senti train`, `senti distill` and `senti pretrain` (training/pretrain.py): one base with the fields
+and checks every run shares, one more for the two classifier runs; each command's class holds only what it uses.
 
 Each is a dataclass that validates itself on creation, round-trips through JSON, and is written
 into the run folder (`layout.TRAIN_CONFIG`, `layout.DISTILL_CONFIG`).
@@ -26,12 +27,11 @@ AMP_DTYPES = ("float16", "bfloat16")
 
 @dataclass(kw_only=True)
 class RunConfig:
-    """What every training run shares: data, schedule, precision, device, stopping."""
+    """What every run shares (train, distill, pretrain): output, schedule, device, seed, stopping."""
 
     KIND: ClassVar[str] = "run"
     FILE: ClassVar[str] = ""
 
-    dataset: str
     output_dir: str
     epochs: int = 3
     batch_size: int = 32
@@ -40,14 +40,9 @@ class RunConfig:
     warmup: float = 0.1
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
-    amp: bool = False
-    amp_dtype: str = "float16"
-    init_loss_scaling: float = 1024.0
     device: str = "auto"
     seed: int = 42
     max_steps: int | None = None
-    eval_every: int | None = None  # steps; None evaluates once per epoch
-    early_stop: int | None = None  # evaluations without improvement before stopping
     threads: int | None = None
     overwrite: bool = False  # replace a checkpoint already in output_dir (only once the new one is saved)
     trust_pickle: bool = False  # load pickled .pdparams weights (they can run code); senti writes safetensors
@@ -63,12 +58,8 @@ class RunConfig:
             (0 <= self.warmup < 1, "warmup is a fraction of the steps, in [0, 1)"),
             (self.weight_decay >= 0, "weight_decay must be non-negative"),
             (self.max_grad_norm > 0, "max_grad_norm must be positive"),
-            (self.init_loss_scaling > 0, "init_loss_scaling must be positive"),
             (self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}"),
-            (self.amp_dtype in AMP_DTYPES, f"amp_dtype must be one of {', '.join(AMP_DTYPES)}"),
             (self.max_steps is None or self.max_steps >= 1, "max_steps must be at least 1"),
-            (self.eval_every is None or self.eval_every >= 1, "eval_every must be at least 1"),
-            (self.early_stop is None or self.early_stop >= 1, "early_stop must be at least 1"),
             (self.threads is None or self.threads >= 1, "threads must be at least 1"),
         ]
 
@@ -96,11 +87,31 @@ class RunConfig:
         write_json_atomic(Path(folder) / self.FILE, self.to_json())
 
 
+@dataclass(kw_only=True)
+class ClassifierConfig(RunConfig):
+    """What `senti train` and `senti distill` add: labelled data, AMP, evaluation on dev and early stopping."""
+
+    dataset: str
+    amp: bool = False
+    amp_dtype: str = "float16"
+    init_loss_scaling: float = 1024.0
+    eval_every: int | None = None  # steps; None evaluates once per epoch
+    early_stop: int | None = None  # evaluations without improvement before stopping
+
+    def checks(self) -> list[tuple[bool, str]]:
+        return super().checks() + [
+            (self.init_loss_scaling > 0, "init_loss_scaling must be positive"),
+            (self.amp_dtype in AMP_DTYPES, f"amp_dtype must be one of {', '.join(AMP_DTYPES)}"),
+            (self.eval_every is None or self.eval_every >= 1, "eval_every must be at least 1"),
+            (self.early_stop is None or self.early_stop >= 1, "early_stop must be at least 1"),
+        ]
+
+
 DEFAULT_SEQ_LEN = 128  # tokens per text for a new model, [CLS] and [SEP] included
 
 
 @dataclass(kw_only=True)
-class TrainConfig(RunConfig):
+class TrainConfig(ClassifierConfig):
     KIND: ClassVar[str] = "training"
     FILE: ClassVar[str] = layout.TRAIN_CONFIG
 
@@ -112,7 +123,7 @@ class TrainConfig(RunConfig):
     replay_ratio: float = 1.0  # replayed rows per new training row
     baseline: bool = True  # fit the char n-gram logistic regression on the same split and report it beside
     # > 0: a new model (a preset or a local pretrained folder) gets the hashed n-gram head beside ERNIE
-    # (senti.core.ngram_head); on by default: dev 0.9308 against 0.9092 without (README, "Measured, round 3").
+    # (senti.core.ngram_head); on by default: ChnSentiCorp dev 0.9308 against 0.9092 without (docs/results).
     ngram_buckets: int = DEFAULT_BUCKETS
     # "balanced": every class weighs in its loss as if the classes were equally frequent (scikit-learn's rule),
     # for unbalanced labels (a class at 2% of the rows); both sides of a model with the n-gram head.
@@ -130,7 +141,7 @@ class TrainConfig(RunConfig):
 
 
 @dataclass(kw_only=True)
-class DistillConfig(RunConfig):
+class DistillConfig(ClassifierConfig):
     KIND: ClassVar[str] = "distillation"
     FILE: ClassVar[str] = layout.DISTILL_CONFIG
 

@@ -325,7 +325,7 @@ def _ngram_mixer(weight: float, splits, labels, seed: int, say):
     """`mix(texts, logits)`: the teacher's logits as log of (1 - weight) x the checkpoint's probabilities + weight x
     the char n-gram baseline's (fitted on the training split): an ensemble of two different views of the text, or
     the n-gram model alone at weight 1."""
-    from senti.serving.predictor import softmax
+    from senti.core.scores import softmax
     from senti.toolkit.evaluation.baseline import baseline_probabilities, fit_baseline
 
     pipeline = fit_baseline([e.text for e in splits.train], [e.label for e in splits.train], labels, seed)

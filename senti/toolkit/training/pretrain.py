@@ -48,7 +48,6 @@ class PretrainConfig(RunConfig):
     FILE: ClassVar[str] = layout.PRETRAIN_CONFIG
 
     corpus: list[str]
-    dataset: str = ""  # unused: pretraining reads --corpus
     model: str = "scratch:2l-128h"
     epochs: int = 1
     batch_size: int = 64

@@ -29,7 +29,7 @@ from senti.toolkit.evaluation.metrics import classification_metrics
 from senti.toolkit.records import TrainingMetrics
 from senti.toolkit.training.checkpoint import refuse_existing, save_checkpoint
 from senti.toolkit.training.collective import census, join, nodes
-from senti.toolkit.training.config import RunConfig
+from senti.toolkit.training.config import ClassifierConfig, RunConfig
 from senti.toolkit.training.loop import (
     BudgetPlan,
     Clock,
@@ -77,7 +77,7 @@ def select_device(name: str) -> str:
     return name
 
 
-def resolve_precision(config: RunConfig, device: str, say) -> str:
+def resolve_precision(config: ClassifierConfig, device: str, say) -> str:
     """The precision training will really use; says so when --amp cannot apply."""
     if not config.amp:
         return "fp32"
@@ -183,6 +183,10 @@ class Run(Generic[Settings]):
         """A schedule shaped to the time budget instead of `total_steps`, or None."""
         return None
 
+    def grad_scaler(self):
+        """A GradScaler when the run trains in fp16 (classifier runs with --amp on an accelerator), else None."""
+        return None
+
     def first_step(self) -> int:
         """Called once the optimizer exists: opens the run's records; returns the step to start at."""
         return 0
@@ -236,7 +240,6 @@ class Run(Generic[Settings]):
         """Epochs of length-bucketed batches dealt out to the workers, until the last step, a stop or a signal.
         Signals are recorded and read between steps, so no step is cut in half (from a thread other than the
         main one Python installs no handlers: the caller stops the run)."""
-        import paddle
 
         config = self.config
         per_epoch = max(1, self.examples() // config.batch_size // self.world)
@@ -246,8 +249,7 @@ class Run(Generic[Settings]):
             total = 10**12  # the clock ends the run
         self.optimizer, self.schedule = make_optimizer(
             list(self.model.named_parameters()) + list(self.extra_parameters), config, total, plan)
-        scaler = paddle.amp.GradScaler(init_loss_scaling=config.init_loss_scaling) if self.precision == "fp16" \
-            else None
+        scaler = self.grad_scaler()
         self.step = first = self.first_step()
         self.clock = Clock(*self.budget())
         progress = self.progress
@@ -309,7 +311,10 @@ def finish_run(out: Path, metrics: TrainingMetrics) -> None:
     plot_training_curves(metrics, out / layout.CURVES_PNG)
 
 
-class ClassifierRun(Run[Settings]):
+Classifier = TypeVar("Classifier", bound=ClassifierConfig)
+
+
+class ClassifierRun(Run[Classifier]):
     """`senti train` and `senti distill`: `prepare` must set `model`, `tokenizer`, `labels`, `train_ids`, `dev_ids`,
     `dev_y`, `meta` (a CheckpointMeta), `precision`, `metrics` and `train_hashes`; `loss` gives one batch's Step.
     Evaluation on dev at each epoch's end (or every `eval_every` steps) keeps the best checkpoint and stops early
@@ -349,6 +354,13 @@ class ClassifierRun(Run[Settings]):
         from senti.toolkit.data.batching import length_bucketed_batches
 
         return length_bucketed_batches(self.lengths, self.config.batch_size, self.rng)
+
+    def grad_scaler(self):
+        import paddle
+
+        if self.precision != "fp16":
+            return None
+        return paddle.amp.GradScaler(init_loss_scaling=self.config.init_loss_scaling)
 
     def tokens(self, index) -> int:
         return int(sum(self.lengths[i] for i in index))
