@@ -18,16 +18,16 @@ GRID = np.linspace(-3, 3, 61)
 
 
 def offsets_for(scores, gold, k, rounds=3):
-    from senti.core.ngram_head import macro_f1
+    from senti.core.scores import confusion_matrix, macro_f1
 
     b = np.zeros(k)
     for _ in range(rounds):
         for c in range(k):
-            best = (macro_f1(gold, (scores + b).argmax(1), k), -abs(b[c]), b[c])
+            best = (macro_f1(confusion_matrix(gold, (scores + b).argmax(1), k)), -abs(b[c]), b[c])
             for g in GRID:
                 trial = b.copy()
                 trial[c] = g
-                best = max(best, (macro_f1(gold, (scores + trial).argmax(1), k), -abs(g), g))
+                best = max(best, (macro_f1(confusion_matrix(gold, (scores + trial).argmax(1), k)), -abs(g), g))
             b[c] = best[2]
     return b
 
@@ -35,7 +35,8 @@ def offsets_for(scores, gold, k, rounds=3):
 def main(folders: list[str]) -> None:
     from senti.core.artifacts import SplitRecipe
     from senti.core.checkpoint import load_checkpoint, read_meta
-    from senti.core.ngram_head import adjustment_offsets, best_tau, combine_numpy, macro_f1
+    from senti.core.ngram_head import adjustment_offsets, best_tau, combine_numpy
+    from senti.core.scores import confusion_matrix, macro_f1
     from senti.toolkit.data.batching import encode_texts
     from senti.toolkit.data.splits import load_recipe
     from senti.toolkit.evaluation.evaluate import predict_logits
@@ -55,7 +56,7 @@ def main(folders: list[str]) -> None:
             scores[name], gold[name] = combine_numpy(deep, wide, weight), np.array([index[e.label] for e in rows])
 
         def f1(name, shift):
-            return round(macro_f1(gold[name], (scores[name] + shift).argmax(1), k), 4)
+            return round(macro_f1(confusion_matrix(gold[name], (scores[name] + shift).argmax(1), k)), 4)
 
         free = offsets_for(scores["dev"], gold["dev"], k)
         tau, _ = best_tau(scores["dev"], gold["dev"], counts)

@@ -19,9 +19,14 @@ import json
 import os
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
+
+from senti.core import layout
+from senti.core.artifacts import ArtifactMeta, write_json_atomic
 
 SURGE_SEED = 42  # the surge domain is always cut the same way: picks come from its train split, scores from test
 
@@ -100,6 +105,36 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@dataclass
+class SurgeReport(ArtifactMeta):
+    """report.json (loop.json with --loop-only): the settings, the pool and split sizes, the drift the parent saw,
+    its scores before, each (budget, strategy, seed) run's scores after, and the timed loop; rewritten atomically
+    after every run, so a report read while the experiment runs is whole."""
+
+    FILE: ClassVar[str] = "report.json"
+    KIND: ClassVar[str] = "surge experiment report"
+
+    model: str
+    old: str
+    surge: str
+    pool: int
+    surge_test: int
+    surge_new_test: int
+    old_test: int
+    lr: float | None = None
+    epochs: int | None = None
+    replay_ratio: float | None = None
+    pseudo: int = 0
+    drift: dict = field(default_factory=dict)  # {dev, surge: serving.drift summaries, lines: what they say}
+    before: dict = field(default_factory=dict)  # the parent's accuracy on each scored set
+    runs: list[dict] = field(default_factory=list)  # {budget, strategy, seed, <set>_accuracy...}
+    loop: dict | None = None  # the timed select -> label -> train -> export -> reload loop
+    meta_version: int = layout.META_VERSION
+
+    def write_as(self, path: Path) -> None:
+        write_json_atomic(path, self.to_json())
+
+
 def main(argv=None) -> dict:
     args = _parser().parse_args(argv)
     from senti.core.runtime import configure_runtime
@@ -129,10 +164,9 @@ def main(argv=None) -> dict:
     old_texts = {e.text.strip() for split in ("train", "dev", "test") for e in old.split(split)}
     surge_new_test = [e for e in surge_test if e.text.strip() not in old_texts]
     options = {k: v for k, v in (("epochs", args.epochs), ("replay_ratio", args.replay_ratio)) if v is not None}
-    report = {"model": str(parent), "old": args.old, "surge": args.surge, "lr": args.lr, **options, "pseudo": args.pseudo,
-              "pool": len(pool),
-              "surge_test": len(surge_test), "surge_new_test": len(surge_new_test), "old_test": len(old_test),
-              "runs": []}
+    report = SurgeReport(model=str(parent), old=args.old, surge=args.surge, lr=args.lr, pseudo=args.pseudo,
+                         pool=len(pool), surge_test=len(surge_test), surge_new_test=len(surge_new_test),
+                         old_test=len(old_test), **options)
     export = out / "export"
     export_checkpoint(ExportConfig(model=str(parent), output_dir=str(export), quantize="int8", overwrite=True),
                       say=lambda _: None)
@@ -142,17 +176,17 @@ def main(argv=None) -> dict:
                            for p in predictor.predict([e.text for e in pool])])
     score_s = time.perf_counter() - started
     drift = summarize(predictor.predict([e.text for e in surge_test]))
-    report["drift"] = {"dev": predictor.meta.reference_stats, "surge": drift,
-                       "lines": describe(drift, predictor.meta.reference_stats)}
-    for line in report["drift"]["lines"]:
+    report.drift = {"dev": predictor.meta.reference_stats, "surge": drift,
+                    "lines": describe(drift, predictor.meta.reference_stats)}
+    for line in report.drift["lines"]:
         say(f"drift: {line}")
     scored = {"surge_dev": held_dev, "surge_test": surge_test, "surge_new_test": surge_new_test, "old_test": old_test}
-    report["before"] = {} if args.loop_only else _scores(parent, scored)
-    if report["before"]:
-        say(f"before: surge dev {report['before']['surge_dev_accuracy']:.4f}, "
-            f"surge test {report['before']['surge_test_accuracy']:.4f} (texts not in --old: "
-            f"{report['before']['surge_new_test_accuracy']:.4f}), old test "
-            f"{report['before']['old_test_accuracy']:.4f}; scoring the pool of {len(pool)} took {score_s:.1f} s")
+    report.before = {} if args.loop_only else _scores(parent, scored)
+    if report.before:
+        before = report.before
+        say(f"before: surge dev {before['surge_dev_accuracy']:.4f}, surge test {before['surge_test_accuracy']:.4f} "
+            f"(texts not in --old: {before['surge_new_test_accuracy']:.4f}), old test "
+            f"{before['old_test_accuracy']:.4f}; scoring the pool of {len(pool)} took {score_s:.1f} s")
     texts = [e.text for e in pool]
     # "all": every text of the pool labelled, the in-domain reference a budget's gain is measured against
     budgets = [len(pool) if b == "all" else int(b) for b in args.budgets.split(",")]
@@ -165,16 +199,15 @@ def main(argv=None) -> dict:
                 ckpt = _finetune(parent, rows, dev_rows, args.old, seed, out / f"{strategy}-{budget}-{seed}", say,
                                  args.lr, **options)
                 run = {"budget": budget, "strategy": strategy, "seed": seed, **_scores(ckpt, scored)}
-                report["runs"].append(run)
+                report.runs.append(run)
                 say(json.dumps(run))
                 shutil.rmtree(ckpt)
-                (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+                report.write(out)
     if not args.no_loop:
-        report["loop"] = _timed_loop(parent, export, pool, probs_pool, predictor.labels, dev_rows, args.old, out, say,
-                                     args.lr)
-    (out / ("loop.json" if args.loop_only else "report.json")).write_text(json.dumps(report, indent=1) + "\n",
-                                                                          encoding="utf-8")
-    return report
+        report.loop = _timed_loop(parent, export, pool, probs_pool, predictor.labels, dev_rows, args.old, out, say,
+                                  args.lr)
+    report.write_as(out / ("loop.json" if args.loop_only else SurgeReport.FILE))
+    return report.to_json()
 
 
 def _timed_loop(parent, export, pool, probs_pool, labels, dev_rows, old, out, say, lr) -> dict:

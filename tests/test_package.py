@@ -281,6 +281,20 @@ def test_every_format_has_its_maker_and_the_export_options_follow_from_the_forma
                 assert not named, f"{path.relative_to(ROOT)}:{node.lineno} branches on the format {named}"
 
 
+def test_the_parity_rules_live_in_one_module():
+    """Export's verdict and the check at every load were two judges (export/parity.py, and the loader's own
+    `agree < 0.9`): a comparison of a label agreement or a logit difference with a limit outside
+    senti/serving/parity.py is a second one."""
+    for path in package_files():
+        if path.relative_to(ROOT).as_posix() == "senti/serving/parity.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                names = {n.id if isinstance(n, ast.Name) else getattr(n, "attr", "") for n in (node.left, *node.comparators)}
+                assert not any("agree" in n or "diff" in n for n in names), \
+                    f"{path.relative_to(ROOT)}:{node.lineno} judges parity itself"
+
+
 def test_artifact_schemas_check_version_and_keys_and_write_atomically(tmp_path):
     from senti.core import layout
     from senti.core.artifacts import ExportMeta

@@ -17,6 +17,8 @@ from functools import cache
 
 import numpy as np
 
+from senti.core.scores import confusion_matrix, log_softmax, macro_f1
+
 # A prime number of buckets: keys (token ids of up to three tokens) spread by plain modulo. About a million
 # buckets kept collisions from costing accuracy (2^18 buckets: dev 0.9183, 2^20: 0.9208, one epoch, n-grams alone).
 DEFAULT_BUCKETS = 1_000_003
@@ -112,25 +114,11 @@ def combine(deep, wide, weight: float):
     return (F.log_softmax(deep, axis=-1) + weight * F.log_softmax(wide, axis=-1)) / (1.0 + weight)
 
 
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    x = x - x.max(axis=-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
-
-
 def combine_numpy(deep: np.ndarray, wide: np.ndarray, weight: float) -> np.ndarray:
     """`combine` on arrays: what the model answers for these two sides' logits at `weight` (before any class
     offsets, which are added to it)."""
-    deep, wide = _log_softmax(deep.astype(np.float64)), _log_softmax(wide.astype(np.float64))
+    deep, wide = log_softmax(deep.astype(np.float64)), log_softmax(wide.astype(np.float64))
     return (deep + weight * wide) / (1.0 + weight)
-
-
-def macro_f1(gold: np.ndarray, predicted: np.ndarray, k: int) -> float:
-    """Macro-averaged F1 over the `k` classes (a class with no gold and no predicted row counts 0, as
-    scikit-learn's f1_score does with `labels=range(k)`), from one confusion count."""
-    confusion = np.bincount(gold * k + predicted, minlength=k * k).reshape(k, k)
-    hits = np.diag(confusion).astype(np.float64)
-    denominator = confusion.sum(0) + confusion.sum(1)
-    return float(np.mean(np.where(denominator > 0, 2 * hits / np.maximum(denominator, 1), 0.0)))
 
 
 def adjustment_offsets(train_counts: np.ndarray, tau: float) -> list[float]:
@@ -143,7 +131,8 @@ def best_tau(scores: np.ndarray, gold: np.ndarray, train_counts: np.ndarray) -> 
     """(tau, macro-F1): the TAU_GRID value whose adjusted `scores` have the best macro-F1 on `gold` (the smallest
     such tau on ties, so 0 unless adjusting helps)."""
     k = scores.shape[1]
-    scored = [(macro_f1(gold, (scores + adjustment_offsets(train_counts, t)).argmax(1), k), -t) for t in TAU_GRID]
+    scored = [(macro_f1(confusion_matrix(gold, (scores + adjustment_offsets(train_counts, t)).argmax(1), k)), -t)
+              for t in TAU_GRID]
     f1, tau = max(scored)
     return -tau, f1
 

@@ -1,12 +1,11 @@
-"""Proof that every exported format gives the dynamic graph's answers, on real texts and several shapes."""
+"""Measuring an exported format against the dynamic graph, on real texts and several shapes; the verdict is
+`senti.serving.parity.judge`, the same module that judges an export again at every load."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from senti.core.batching import logits_in_order
-from senti.serving.backends import FORMATS
-from senti.serving.export_folder import fp_match
 
 # Batch shapes checked: one text at a time (no padding) and full length-sorted batches.
 SINGLE_TEXTS = 16
@@ -34,19 +33,3 @@ def compare(reference: dict, candidate: dict, gold: np.ndarray) -> dict:
         "accuracy": float((labels == gold).mean()),
         "texts": int(len(gold)),
     }
-
-
-def judge(fmt: str, result: dict, reference_accuracy: float) -> dict:
-    """Add `fit` and `reason` by the format's tolerance in `FORMATS`: fp32 must match, fp16 nearly,
-    INT8 may cost at most its accuracy drop."""
-    kind, limit = FORMATS[fmt].tolerance
-    if kind == "accuracy_drop":
-        drop = reference_accuracy - result["accuracy"]
-        result["accuracy_drop"] = drop
-        ok = drop <= limit
-        reason = f"accuracy drop {drop:+.4f} {'within' if ok else 'beyond'} {limit}"
-    else:
-        ok = fp_match(result["max_abs_logit_diff"], result["label_agreement"], limit)
-        reason = (f"max |logit diff| {result['max_abs_logit_diff']:.2e} (limit {limit:.0e}), "
-                  f"label agreement {result['label_agreement']:.4f} (must be 1)")
-    return {**result, "fit": bool(ok), "reason": reason}

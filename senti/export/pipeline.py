@@ -35,12 +35,13 @@ from senti.export.onnx_convert import (
     quantize_int8_static,
     to_fp16,
 )
-from senti.export.parity import compare, judge, logits_by_shape
+from senti.export.parity import compare, logits_by_shape
 from senti.export.specs import ERNIE_SEQUENCE_CLASSIFICATION, ExportSpec
 from senti.export.static import save_static
 from senti.export.triton import write_repository
 from senti.serving.backends import FORMATS, open_backend
 from senti.serving.drift import summarize
+from senti.serving.parity import judge
 from senti.serving.tokenizer import FastTokenizer
 
 # What --formats chooses: the formats made from the checkpoint itself; the others follow from --quantize and --fp16.

@@ -23,7 +23,7 @@ class QueueFull(Exception):
 
 @dataclass
 class _Job:
-    texts: list[str]
+    texts: list  # texts, or the server's CheckedText of them (serving.predictor)
     cost: int
     future: asyncio.Future
     enqueued: float = field(default_factory=time.perf_counter)
@@ -60,7 +60,7 @@ class Batcher:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def submit(self, texts: list[str], cost: int | None = None):
+    async def submit(self, texts: list, cost: int | None = None):
         """Results for `texts` once scored; `cost` is the model inputs they take (default: one per text)."""
         cost = len(texts) if cost is None else cost
         if self.pending + cost > self.max_queue:

@@ -23,12 +23,30 @@ MAX_VOCAB_BYTES = 64 << 20
 MAX_MODEL_BYTES = 8 << 30
 
 
+# export.json as last read in this process, by its resolved path: (the file's identity, what read_meta returned).
+_READ: dict[str, tuple[tuple[int, int, int], tuple[ExportMeta, bytes]]] = {}
+
+
 def read_meta(export_dir: Path) -> tuple[ExportMeta, bytes]:
-    """export.json, validated, and the bytes it was parsed from (read once)."""
+    """export.json, validated, and the bytes it was parsed from: read once per process (`senti serve` chose its
+    placement from it and its server read it again; the Ray driver twice), again only when the file changed (a
+    reload, a new export renamed into place)."""
     path = Path(export_dir) / ExportMeta.FILE
     if not path.is_file():
         raise ArtifactError(f"{export_dir}: not a senti export (no {ExportMeta.FILE}){ExportMeta.NOT_FOUND_HINT}")
-    inside(export_dir, ExportMeta.FILE, "metadata")
+    resolved = inside(export_dir, ExportMeta.FILE, "metadata")
+    stat = resolved.stat()
+    identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    known = _READ.get(str(resolved))
+    if known is not None and known[0] == identity:
+        return known[1]
+    result = _parse_meta(path)
+    _READ[str(resolved)] = (identity, result)
+    return result
+
+
+def _parse_meta(path: Path) -> tuple[ExportMeta, bytes]:
+    """export.json's bytes, parsed and checked against its parity evidence."""
     raw = read_bounded(path, MAX_META_BYTES, "the export metadata")
     meta = ExportMeta.parse(raw, str(path))  # the schema's own checks: labels, tokenizer settings, formats
     sample = meta.parity_sample
@@ -86,6 +104,7 @@ def check_model(predictor) -> None:
     import numpy as np
 
     from senti.serving.backends import FORMATS
+    from senti.serving.parity import load_problem
 
     where = predictor.export_dir / ExportMeta.FILE
     width = predictor.max_seq_len
@@ -106,37 +125,7 @@ def check_model(predictor) -> None:
         raise ArtifactError(f"{where}: the parity sample records {expected.shape} logits; the model gives {got.shape}")
     record = predictor.meta.formats.get(predictor.backend_name)
     recorded = record.parity.max_abs_logit_diff if record is not None else None
-    problem = parity_problem(got, expected, FORMATS[predictor.backend_name].tolerance, recorded or 0.0)
+    problem = load_problem(got, expected, FORMATS[predictor.backend_name].tolerance, recorded or 0.0)
     if problem:
         raise ArtifactError(f"{predictor.export_dir}: the model does not reproduce its recorded parity answers "
                             f"({problem}); the vocabulary, the model or the metadata was changed after export")
-
-
-def fp_match(max_abs_diff: float, label_agreement: float, limit: float) -> bool:
-    """The rule for a floating-point format (tolerance "atol"), at export and at every load: logits within `limit`
-    of the reference and every label the same."""
-    return max_abs_diff <= limit and label_agreement == 1.0
-
-
-def parity_problem(got, expected, tolerance: tuple[str, float], recorded_diff: float) -> str | None:
-    """Why `got` (the opened model's logits for the parity texts) is not the export's `expected`, or None.
-
-    An fp32 format must match within its tolerance and agree on every label. A quantized one ("accuracy_drop")
-    must agree on 90% of the labels that it can tell apart: a text whose two best recorded logits are within twice
-    the logit difference the export measured for this format may fall either way (a model with random weights gives
-    near-ties everywhere, and its INT8 file flipped 14 of 16 such labels while its accuracy matched), so it is not
-    counted; a tampered vocabulary moves clear answers too."""
-    import numpy as np
-
-    kind, limit = tolerance
-    worst = float(np.abs(got - expected).max())
-    if kind == "atol":
-        agree = float((got.argmax(1) == expected.argmax(1)).mean())
-        return None if fp_match(worst, agree, limit) else f"max |logit diff| {worst:.2e}, label agreement {agree:.2f}"
-    top2 = np.sort(expected, axis=1)[:, -2:]
-    clear = (top2[:, 1] - top2[:, 0]) > 2 * recorded_diff
-    if not clear.any():
-        return None
-    agree = float((got.argmax(1) == expected.argmax(1))[clear].mean())
-    return None if agree >= 0.9 else (f"max |logit diff| {worst:.2e}, label agreement {agree:.2f} on the "
-                                      f"{int(clear.sum())} texts it can tell apart")

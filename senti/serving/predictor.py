@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +41,17 @@ def text_problem(text) -> str | None:
     except UnicodeEncodeError as err:
         return f"not valid Unicode (lone surrogate U+{ord(text[err.start]):04X} at character {err.start})"
     return None
+@dataclass(frozen=True)
+class CheckedText:
+    """A text its server already checked (`text_problem`) for the predictor `by`, with its ids when counting its
+    windows tokenized it: scored by that same predictor it is neither checked nor tokenized again. Scored by
+    another (a reload came in between), it is read as its plain text."""
+
+    text: str
+    by: Any
+    ids: list[int] | None = None
+
+
 # One CPU model call's fixed cost in padded tokens' worth of work: on random 32-text mixes of ChnSentiCorp
 # dev texts throughput was flat for 64-192 and best near 128 (python -m experiments.batch_cut; README).
 CPU_CALL_COST_TOKENS = 128
@@ -153,9 +166,17 @@ class Predictor:
 
     def windows(self, texts: list[str]) -> list[int]:
         """Model inputs each text takes: 1 when cut, more when scored in windows (tokenizes in window mode)."""
+        return self.checked(texts)[1]
+
+    def checked(self, texts: list[str]) -> tuple[list[CheckedText], list[int]]:
+        """The texts, which the caller found valid (`text_problem`), marked so that this predictor scores them
+        without checking them again, and the model inputs each takes. In window mode counting them tokenizes
+        them: the ids travel with them to scoring. In truncate mode each takes one input and is tokenized when
+        scored, in the batch."""
         if self.long_text == "truncate":
-            return [1] * len(texts)
-        return [self._window_count(len(ids)) for ids in self._encode(texts)]
+            return [CheckedText(t, self) for t in texts], [1] * len(texts)
+        ids = self._encode(texts)
+        return [CheckedText(t, self, x) for t, x in zip(texts, ids)], [self._window_count(len(x)) for x in ids]
 
     def _encode(self, texts) -> list[list[int]]:
         """Ids of each text, read no further than the model can use: in truncate mode one window and a token
@@ -181,20 +202,32 @@ class Predictor:
         starts = list(range(0, len(ids) - window, self.stride)) + [len(ids) - window]
         return [[self.tokenizer.cls_id, *ids[s : s + window], self.tokenizer.sep_id] for s in starts]
 
+    def _checked_and_encoded(self, texts) -> tuple[list[str], list[list[int]]]:
+        """(the plain texts, their ids): texts this predictor checked come with what it knew of them; any other
+        text is checked here, before any work, so the caller can drop just the bad ones and retry."""
+        mine = [t.by is self if isinstance(t, CheckedText) else False for t in texts]
+        plain = [t.text if isinstance(t, CheckedText) else t for t in texts]
+        problems = {i: why for i, (text, checked) in enumerate(zip(plain, mine)) if not checked
+                    and (why := text_problem(text))}
+        if problems:
+            raise InvalidText(problems)
+        known = [t.ids if checked else None for t, checked in zip(texts, mine)]
+        missing = [i for i, ids in enumerate(known) if ids is None]
+        for i, ids in zip(missing, self._encode([plain[i] for i in missing]) if missing else []):
+            known[i] = ids
+        return plain, known  # type: ignore[return-value]  # every None was filled
+
     def logits(self, texts: list[str], batch_size: int = 32) -> tuple[np.ndarray, list[int], list[bool]]:
         """Raw logits per text (window-averaged), the window counts, and which texts were too long."""
         return self._score(texts, batch_size)[:3]
 
-    def _score(self, texts: list[str], batch_size: int):
+    def _score(self, texts: Sequence[str | CheckedText], batch_size: int):
         """(logits, windows, too long, tokens, [UNK] tokens) per text."""
         if isinstance(texts, str):
             raise TypeError("predict() takes a list of texts, not one string")
         if batch_size < 1:
             raise SentiError(f"batch_size must be at least 1; got {batch_size}")
-        problems = {i: why for i, text in enumerate(texts) if (why := text_problem(text))}
-        if problems:  # checked before any work, so the caller can drop just these and retry
-            raise InvalidText(problems)
-        ids = self._encode(texts)
+        texts, ids = self._checked_and_encoded(texts)
         over = self.window_problems(texts, [self._window_count(len(x)) for x in ids])
         if over:
             raise InvalidText(over)
@@ -216,7 +249,7 @@ class Predictor:
         unknown = [sum(1 for t in x if t == self.tokenizer.unk_id) for x in ids]
         return (sums / np.maximum(counts, 1)[:, None]).astype(np.float32), counts.tolist(), too_long, tokens, unknown
 
-    def predict(self, texts: list[str], batch_size: int = 32) -> list[Prediction]:
+    def predict(self, texts: Sequence[str | CheckedText], batch_size: int = 32) -> list[Prediction]:
         """One Prediction per text, in input order."""
         if len(texts) == 0:
             return []

@@ -153,8 +153,9 @@ class PredictService:
         detail = [{"type": e.get("type"), "loc": list(e.get("loc", ())), "msg": e.get("msg")} for e in exc.errors()]
         return JSONResponse({"detail": detail}, status_code=422)
 
-    async def _windows(self, model, texts: list[str]) -> list[int]:
-        """Model inputs per text, after the request's limits (413/422 name what is over)."""
+    async def _checked(self, model, texts: list[str]):
+        """(the texts as `model` checked them, model inputs per text), after the request's limits (413/422 name
+        what is over). Each text is checked and tokenized here once: the batch scores what this found."""
         config = self.config
         if len(texts) > config.max_texts:
             self.fail(413, "too_many_texts", f"{len(texts)} texts; at most {config.max_texts} per request")
@@ -162,8 +163,8 @@ class PredictService:
                for i, text in enumerate(texts) if (why := text_problem(text))]
         if bad:  # refused before batching, so it never shares a model call with another client's texts
             self.fail(422, "invalid_text", bad)
-        windows = await asyncio.get_running_loop().run_in_executor(None, model.windows, texts) \
-            if model.long_text == "window" else [1] * len(texts)
+        checked, windows = await asyncio.get_running_loop().run_in_executor(None, model.checked, texts) \
+            if model.long_text == "window" else model.checked(texts)
         over = [{"type": "too_many_windows", "loc": ["body", "texts", i], "msg": why}
                 for i, why in model.window_problems(texts, windows).items()]
         if over:
@@ -171,7 +172,7 @@ class PredictService:
         if sum(windows) > config.max_windows:
             self.fail(413, "too_many_windows", f"{sum(windows)} model inputs (windows); at most "
                                                f"{config.max_windows} per request")
-        return windows
+        return checked, windows
 
     async def predict(self, texts: list[str], request: Request):
         """POST /v1/predict after authorization: limits, the batcher, the answer (499 when the client left)."""
@@ -179,10 +180,10 @@ class PredictService:
 
         started = time.perf_counter()
         model = self.slot.predictor
-        windows = await self._windows(model, texts)
+        checked, windows = await self._checked(model, texts)
         results, scored_by = [], model
         if texts:
-            job = asyncio.ensure_future(self.batcher.submit(texts, sum(windows)))
+            job = asyncio.ensure_future(self.batcher.submit(checked, sum(windows)))
             gone = asyncio.ensure_future(_client_gone(request))
             await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
             if not job.done():  # the client disconnected: drop its work from the queue

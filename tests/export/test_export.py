@@ -16,10 +16,11 @@ from helpers import PARITY, export_tiny
 from senti.core import layout
 from senti.core.errors import SentiError
 from senti.export.onnx_convert import ExportError, check_graph
-from senti.export.parity import compare, judge, logits_by_shape
+from senti.export.parity import compare, logits_by_shape
 from senti.export.pipeline import ExportConfig
 from senti.export.specs import ERNIE_SEQUENCE_CLASSIFICATION as SPEC
 from senti.serving.backends import open_backend
+from senti.serving.parity import judge
 
 
 def test_export_writes_every_format_with_parity_figures(_exported):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
+from senti.core import layout
 from senti.core.errors import ArtifactError
 from senti.serving import Predictor
 
@@ -132,7 +133,7 @@ def test_a_quantized_model_is_judged_on_the_labels_it_can_tell_apart():
     # of them (max |logit diff| 2.76e-03, its accuracy unchanged) and the export was refused at load, now and then.
     import numpy as np
 
-    from senti.serving.export_folder import parity_problem
+    from senti.serving.parity import load_problem as parity_problem
 
     rng = np.random.default_rng(0)
     base = rng.normal(size=(16, 1))
@@ -144,3 +145,24 @@ def test_a_quantized_model_is_judged_on_the_labels_it_can_tell_apart():
     assert problem and "label agreement 0.00 on the 16 texts it can tell apart" in problem
     assert parity_problem(clear, clear, ("atol", 1e-4), 0.0) is None
     assert "label agreement 0.00" in (parity_problem(flipped, near, ("atol", 1e-4), 0.0) or "")
+
+
+def test_export_json_is_read_once_per_process_and_again_when_it_changes(_exported, tmp_path, monkeypatch):
+    """`senti serve` read it to place its workers and again to load the model, the Ray driver twice: the second
+    read of an unchanged file is the first one's result; a changed file is read again."""
+    from senti.serving import export_folder
+
+    parsed = []
+    real = export_folder._parse_meta
+
+    def counted(path):
+        parsed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(export_folder, "_parse_meta", counted)
+    tiny_export = Path(shutil.copytree(_exported[0], tmp_path / "e"))
+    first = export_folder.read_meta(tiny_export)
+    assert export_folder.read_meta(tiny_export) is first and len(parsed) == 1
+    path = tiny_export / layout.EXPORT_META
+    path.write_bytes(path.read_bytes() + b"\n")
+    assert export_folder.read_meta(tiny_export)[1] == first[1] + b"\n" and len(parsed) == 2

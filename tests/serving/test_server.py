@@ -154,3 +154,54 @@ def test_sigterm_finishes_requests_in_flight(_exported):
         assert [r.status_code for r in responses] == [200] * 6
         # uvicorn re-raises SIGTERM once its graceful shutdown is done, so the status names the signal.
         assert proc.wait(timeout=30) == -signal.SIGTERM
+
+
+def test_a_served_text_is_checked_and_tokenized_once(_exported, monkeypatch):
+    """The server checked each text and, in window mode, tokenized it to count its windows; the batch then checked
+    and tokenized it again. Now the batch scores what the request's check found, and a text checked for another
+    model (a reload in between) is read again as plain text."""
+    from starlette.requests import Request
+
+    from senti.serving import predictor as predictor_module
+    from senti.serving.server import PredictService, ServerConfig
+    from senti.serving.tokenizer import FastTokenizer
+
+    model = Predictor.load(_exported[0], backend="onnx", long_text="window")
+    calls = {"encode": 0, "check": 0}
+    encode, check = FastTokenizer.encode_batch, predictor_module.text_problem
+
+    def counted_encode(self, texts, **kw):
+        calls["encode"] += len(texts)
+        return encode(self, texts, **kw)
+
+    def counted_check(text):
+        calls["check"] += 1
+        return check(text)
+
+    monkeypatch.setattr(FastTokenizer, "encode_batch", counted_encode)
+    monkeypatch.setattr(predictor_module, "text_problem", counted_check)
+    monkeypatch.setattr("senti.serving.server.text_problem", counted_check)
+    texts = ["很好", "质量太差了，退货" * 40]
+
+    async def one_request():  # the service as the route calls it, with the client still connected
+        service = PredictService(model, ServerConfig())
+        service.batcher.start()
+        connected = asyncio.Event()
+
+        async def receive():
+            await connected.wait()  # never set: no disconnect arrives
+            return {"type": "http.disconnect"}
+
+        try:
+            return await service.predict(texts, Request({"type": "http", "headers": []}, receive))
+        finally:
+            await service.batcher.stop()
+
+    answer = json.loads(asyncio.run(one_request()).body)
+    assert calls == {"encode": 2, "check": 2}
+    assert [p["windows"] for p in answer["predictions"]] == model.windows(texts) and answer["predictions"][1]["windows"] > 1
+    checked, _ = model.checked(texts)
+    other = Predictor.load(_exported[0], backend="onnx", long_text="window")
+    calls.update(encode=0, check=0)
+    assert [p.label for p in other.predict(checked)] == [p.label for p in model.predict(texts)]
+    assert calls["check"] == 2 + 2  # other checked them itself; model checked the plain texts

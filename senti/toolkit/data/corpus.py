@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from senti.core.artifacts import write_json_atomic
 from senti.core.errors import DataError
 from senti.core.rows import INPUT_SUFFIXES, read_rows
 from senti.core.sequence import text_windows
@@ -218,7 +219,7 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
              "texts": sum(counts.values()),
              "sequences": len(lengths), "tokens": tokens, "unk_tokens": unk,
              "unk_rate": unk / max(tokens, 1), "fingerprint": corpus_fingerprint(specs)}
-    (folder / "stats.json").write_text(json.dumps(stats, indent=2), encoding="utf-8")
+    write_json_atomic(folder / "stats.json", stats)
     return TokenizedCorpus.open(folder)
 
 

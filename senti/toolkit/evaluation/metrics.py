@@ -4,23 +4,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from senti.core.scores import confusion_matrix, macro_f1
+
 
 def classification_metrics(y_true, y_pred, labels: list[str]) -> dict:
     """Accuracy, macro-F1, per-class precision, recall and F1, and the confusion matrix (rows: true label,
     columns: predicted)."""
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     k = len(labels)
-    confusion = np.zeros((k, k), dtype=np.int64)
-    np.add.at(confusion, (y_true, y_pred), 1)
+    confusion = confusion_matrix(y_true, y_pred, k)
     tp = np.diag(confusion).astype(float)
     precision = np.divide(tp, confusion.sum(0), out=np.zeros(k), where=confusion.sum(0) > 0)
     recall = np.divide(tp, confusion.sum(1), out=np.zeros(k), where=confusion.sum(1) > 0)
     f1 = np.divide(2 * precision * recall, precision + recall, out=np.zeros(k), where=(precision + recall) > 0)
-    # Average over labels seen in truth or prediction, as scikit-learn's f1_score(average="macro").
-    present = (confusion.sum(0) + confusion.sum(1)) > 0
     return {
         "accuracy": float(tp.sum() / max(len(y_true), 1)),
-        "macro_f1": float(f1[present].mean()) if present.any() else 0.0,
+        "macro_f1": macro_f1(confusion),
         "per_class_precision": {lab: float(v) for lab, v in zip(labels, precision)},
         "per_class_recall": {lab: float(v) for lab, v in zip(labels, recall)},
         "per_class_f1": {lab: float(v) for lab, v in zip(labels, f1)},
