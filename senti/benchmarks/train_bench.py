@@ -148,7 +148,7 @@ def bench_pretraining(model_config, encoded, shape: dict, batch: int, steps: int
     import paddle.nn.functional as F
     from paddlenlp.transformers import ErnieForMaskedLM
 
-    from senti.toolkit.training.masking import mask_batch
+    from senti.toolkit.training.masking import Masking, mask_batch
 
     lengths = [len(e) for e in encoded]
     batches = representative_batches(lengths, batch, np.random.default_rng(0))
@@ -163,9 +163,9 @@ def bench_pretraining(model_config, encoded, shape: dict, batch: int, steps: int
             index = batches[i % len(batches)]
             seqs = [np.asarray(encoded[j][1:-1]) for j in index]
             ids, positions, labels = mask_batch(seqs, [np.ones(len(s), dtype=np.uint8) for s in seqs], rng,
-                                                vocab_size=vocab, mask_id=4, first_normal_id=5, rate=0.15,
-                                                whole_word=False, cls_id=encoded[index[0]][0],
-                                                sep_id=encoded[index[0]][-1])
+                                                Masking(vocab_size=vocab, mask_id=4, first_normal_id=5, rate=0.15,
+                                                        whole_word=False, cls_id=encoded[index[0]][0],
+                                                        sep_id=encoded[index[0]][-1]))
             start = _now(device)
             if head == "masked positions":
                 scores = model(paddle.to_tensor(ids), masked_positions=paddle.to_tensor(positions))

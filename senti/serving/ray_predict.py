@@ -106,7 +106,7 @@ def start_local_ray(ray, cpus: int) -> None:
     Ray turns a node address of 127.0.0.1 into the machine's own (`services.resolve_ip_for_localhost`), and
     then GCS, raylet and workers listen on every interface: an unauthenticated-by-default cluster reachable
     from the network, for a job that needs no network at all. Keeping the loopback address as given makes
-    every Ray server bind 127.0.0.1 (listening sockets checked in tests/test_ray_local.py).
+    every Ray server bind 127.0.0.1 (listening sockets checked in tests/serving/test_ray_loopback.py).
     """
     import ray._private.services as services
 

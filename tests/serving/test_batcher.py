@@ -4,6 +4,8 @@ fails alone, and a departed caller's work never reaches the model."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
 
@@ -78,7 +80,6 @@ def test_under_load_a_batch_takes_what_is_already_queued_up_to_the_pool():
     """While the model is busy, requests queue up; the next batch takes them all (up to pool_batches x
     max_batch_size) so the predictor can group them by length, and a quiet moment waits no longer than before."""
     import threading
-    import time
 
     gate, calls = threading.Event(), []
 
@@ -105,3 +106,58 @@ def test_under_load_a_batch_takes_what_is_already_queued_up_to_the_pool():
     waited = _run(main())
     assert [len(c) for c in calls] == [1, 12, 4, 1]  # 8 jobs of 2 waiting: 6 (12 texts, the pool) then 2
     assert waited < 1.0
+
+
+def test_a_failing_batch_is_retried_job_by_job():
+    """Whatever makes a model call fail, only the job that caused it fails."""
+    from senti.serving.batcher import Batcher
+
+    calls = []
+
+    def predict(texts):
+        calls.append(list(texts))
+        if "boom" in texts:
+            raise RuntimeError("boom")
+        return [t.upper() for t in texts]
+
+    async def main():
+        batcher = Batcher(predict, max_batch_size=8, max_wait_ms=100)
+        batcher.start()
+        results = await asyncio.gather(batcher.submit(["a", "b"]), batcher.submit(["boom"]), batcher.submit(["c"]),
+                                       return_exceptions=True)
+        await batcher.stop()
+        return results
+
+    good, failed, other = asyncio.run(main())
+    assert good == ["A", "B"] and other == ["C"] and isinstance(failed, RuntimeError)
+    assert calls[0] == ["a", "b", "boom", "c"]  # they did share one call first
+
+
+def test_cancelled_requests_are_dropped_from_the_queue():
+    """A job whose client went away never reaches the model."""
+    from senti.serving.batcher import Batcher
+
+    release, calls = threading.Event(), []
+
+    def predict(texts):
+        calls.append(list(texts))
+        release.wait(10)
+        return texts
+
+    async def main():
+        batcher = Batcher(predict, max_batch_size=1, max_wait_ms=0)
+        batcher.start()
+        first = asyncio.ensure_future(batcher.submit(["first"]))
+        await asyncio.sleep(0.1)  # "first" is in the model
+        gone = asyncio.ensure_future(batcher.submit(["gone"]))
+        later = asyncio.ensure_future(batcher.submit(["later"]))
+        await asyncio.sleep(0.05)
+        gone.cancel()
+        release.set()
+        results = await asyncio.gather(first, later)
+        await batcher.stop()
+        return results, batcher.pending
+
+    (first, later), pending = asyncio.run(main())
+    assert first == ["first"] and later == ["later"] and pending == 0
+    assert ["gone"] not in calls

@@ -3,7 +3,13 @@ draws, error rows left out, and the lines printed against the dev reference."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
+from helpers import (
+    AUTH,
+    PARITY,
+    running_server,
+)
 
 from senti.serving.drift import CONFIDENCE_BUCKETS, DriftCounter, describe, summarize
 from senti.serving.predictor import Prediction
@@ -38,3 +44,34 @@ def test_the_lines_put_traffic_beside_the_dev_reference():
     assert lines[1] == "texts truncated: 10.0% on dev, 50.0% here"
     assert lines[2] == "tokens outside the vocabulary ([UNK]): 0.0% here"  # not in this (older) reference
     assert lines[3] == "predicted labels here: negative 50.0%, positive 50.0%; on dev: negative 50.0%"
+
+
+def _metric(text: str, name: str) -> float:
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+
+
+def test_drift_metrics_move_on_shifted_input(_exported, tmp_path):
+    out, record = _exported
+    assert record["reference_stats"]["texts"] == len(PARITY) and record["parity_sample"]["texts"]
+    with running_server(out) as (base, _):
+        post = lambda texts: httpx.post(f"{base}/v1/predict", json={"texts": texts}, headers=AUTH)  # noqa: E731
+        assert post([t for _, t in PARITY[:20]]).status_code == 200
+        before = httpx.get(f"{base}/metrics").text
+        assert _metric(before, "senti_unknown_tokens_total") == 0 and _metric(before, "senti_texts_total") == 20
+        shifted = ["齉龘靐" * 3, "𠀀𠀁𠀂 ωψχ", "好" * 200]  # characters the vocabulary never saw, and a long text
+        assert post(shifted).status_code == 200
+        after = httpx.get(f"{base}/metrics").text
+    assert _metric(after, "senti_unknown_tokens_total") > 0 and _metric(after, "senti_truncated_texts_total") == 1
+    assert _metric(after, 'senti_confidence_count') == 23 and 'senti_predicted_total{label="positive"}' in after
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    src = tmp_path / "shifted.txt"
+    src.write_text("\n".join(shifted * 5) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["predict", "--model", str(out), "--input", str(src), "--output",
+                                      str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "drift against the dev texts recorded at export" in result.output
+    line = next(x for x in result.output.splitlines() if "outside the vocabulary" in x)
+    assert "0.0% on dev" in line and "% here" in line and not line.endswith(" 0.0% here")

@@ -6,11 +6,13 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
-from helpers import EDGE_CASES, PARITY
+from helpers import AUTH, EDGE_CASES, PARITY, running_server
 
 from senti.core.errors import ArtifactError, SentiError
 from senti.core.sequence import text_budget
@@ -255,7 +257,6 @@ def test_predict_cli_errors(_exported, tmp_path):
 
 
 def test_a_long_text_is_read_only_as_far_as_the_model_can_use_and_its_ids_stay_exact(_exported):
-    import time
 
     predictor = Predictor.load(_exported[0], backend="onnx")
     tokenizer = predictor.tokenizer
@@ -305,3 +306,26 @@ def test_text_that_makes_no_token_cannot_dodge_the_cost_per_byte(_exported, fill
     limit = read_limit(text_budget(predictor.max_seq_len))
     assert read and max(read) <= limit < 20_000
     assert answer.truncated  # the model read only the head: the answer says so
+
+
+def _metric(text: str, name: str) -> float:
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+
+
+def test_long_texts_are_limited_by_windows(_exported):
+    out, _ = _exported
+    long_text = "好" * 300  # 300 tokens: 4 windows of 126 tokens at stride 63
+    predictor = Predictor.load(out, backend="onnx", long_text="window", max_windows=3)
+    assert predictor.windows(["好", long_text]) == [1, 4]
+    with pytest.raises(SentiError, match="text 1: needs 4 windows; at most 3 per text"):
+        predictor.predict(["好", long_text])
+    with running_server(out, "--long-text", "window", "--max-windows-per-text", "4", "--max-windows", "6") as (base, _):
+        post = lambda texts: httpx.post(f"{base}/v1/predict", json={"texts": texts}, headers=AUTH)  # noqa: E731
+        assert post([long_text]).json()["predictions"][0]["windows"] == 4
+        too_long = post(["好", long_text + "好" * 63])
+        assert too_long.status_code == 413 and too_long.json()["detail"][0]["loc"] == ["body", "texts", 1]
+        too_much = post([long_text, long_text])
+        assert too_much.status_code == 413 and "8 model inputs (windows); at most 6" in too_much.json()["detail"]
+        metrics = httpx.get(f"{base}/metrics").text
+        assert _metric(metrics, "senti_windows_total") == 4 and _metric(metrics, "senti_texts_total") == 1
+        assert 'senti_requests_total{status="413"} 2.0' in metrics

@@ -1,4 +1,4 @@
-"""A local Ray started by `senti predict --engine ray` (no --address) listens on loopback only (issue 12)."""
+"""A local Ray started by `senti predict --engine ray` (no --address) listens on loopback only."""
 
 from __future__ import annotations
 

@@ -193,3 +193,12 @@ def test_cli_without_ray_says_how_to_install(_exported, tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["predict", "--model", str(out), "--engine", "ray", "--input",
                                       str(tmp_path / "x.jsonl"), "--output", str(tmp_path / "o.jsonl")])
     assert result.exit_code == 2 and "pip install 'senti[scale]'" in result.output
+
+
+def test_ray_calls_are_large_but_spread_over_the_actors():
+    from senti.serving.ray_predict import rows_per_actor_call
+
+    assert rows_per_actor_call(100_000, 1, 32) == 4096  # large inputs: big calls amortise Ray's per-call cost
+    assert rows_per_actor_call(1_000, 2, 32) == 96  # small ones: at least 4 calls per actor
+    assert rows_per_actor_call(10, 1, 32) == 32  # never less than one model batch
+    assert rows_per_actor_call(50_000, 2, 32) % 32 == 0

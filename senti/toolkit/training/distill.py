@@ -315,8 +315,7 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     metrics = run.run()
     if not run.main:  # rank 0 alone has the checkpoint (and writes the report)
         return {}
-    report = _report(run.config, run.out, run.teacher, run.model, run.teacher_dev, metrics, run.splits, run.tokenizer,
-                     run.max_len, run.labels, run.extra_stats, run.mix)
+    report = _report(run, metrics)
     report.write(run.out)
     return report.to_json()
 
@@ -342,9 +341,13 @@ def _size_mb(folder: Path) -> float:
     return sum(f.stat().st_size for f in folder.iterdir() if f.is_file()) / 2**20
 
 
-def _report(config, out, teacher, student, teacher_dev, metrics, splits, tokenizer, max_len, labels, extra_stats,
-            mix=None) -> DistillReport:
+def _report(run: DistillRun, metrics: dict) -> DistillReport:
+    """Teacher against the student checkpoint that was kept: sizes, dev figures, and test figures when the data
+    has a test split."""
     from senti.core.checkpoint import load_checkpoint
+
+    config, out, teacher, teacher_dev, splits = run.config, run.out, run.teacher, run.teacher_dev, run.splits
+    tokenizer, max_len, labels, extra_stats, mix = run.tokenizer, run.max_len, run.labels, run.extra_stats, run.mix
 
     best, _, _ = load_checkpoint(out)  # score the checkpoint that was kept, not the last step
     report = {

@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 MASKINGS = ("word", "char")  # whole jieba words (ERNIE 1.0), or single characters
 
 
-def mask_batch(seqs: list[np.ndarray], starts: list[np.ndarray], rng: np.random.Generator, *, vocab_size: int,
-               mask_id: int, first_normal_id: int, rate: float, whole_word: bool, cls_id: int, sep_id: int,
-               pad_id: int = 0):
+@dataclass(frozen=True)
+class Masking:
+    """A run's masking settings, fixed for the run: the vocabulary's size and special ids, the rate, whole words
+    or characters."""
+
+    vocab_size: int
+    mask_id: int
+    first_normal_id: int  # random replacements are drawn from here up (no special token)
+    rate: float
+    whole_word: bool
+    cls_id: int
+    sep_id: int
+    pad_id: int = 0
+
+
+def mask_batch(seqs: list[np.ndarray], starts: list[np.ndarray], rng: np.random.Generator, masking: Masking):
     """(input ids [B, L], flat masked positions, original ids there) for one batch, ERNIE's 80/10/10 rule.
 
     Units (whole words, or characters) are chosen with probability `rate`, at least one per sequence; a chosen
     token becomes [MASK] (80%), a random token from `first_normal_id` up (10%) or stays (10%)."""
+    vocab_size, mask_id, first_normal_id, rate = masking.vocab_size, masking.mask_id, masking.first_normal_id, masking.rate
+    whole_word, cls_id, sep_id, pad_id = masking.whole_word, masking.cls_id, masking.sep_id, masking.pad_id
     width = max(len(s) for s in seqs) + 2
     ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
     positions, labels = [], []

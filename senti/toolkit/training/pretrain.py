@@ -30,7 +30,7 @@ from senti.toolkit.training.checkpoint import refuse_existing, save_checkpoint, 
 from senti.toolkit.training.collective import agree, node_of, nodes
 from senti.toolkit.training.config import RunConfig
 from senti.toolkit.training.loop import BudgetPlan
-from senti.toolkit.training.masking import MASKINGS, mask_batch
+from senti.toolkit.training.masking import MASKINGS, Masking, mask_batch
 from senti.toolkit.training.models import load_weights
 from senti.toolkit.training.plots import plot_pretraining_curves
 from senti.toolkit.training.resume import load_optimizer, read_state, save_state
@@ -160,9 +160,10 @@ class PretrainRun(Run[PretrainConfig]):
         tokenizer = self.tokenizer  # the masking settings, fixed for the run (not looked up per batch)
         mask_id = tokenizer.convert_tokens_to_ids("[MASK]")
         specials = (tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id, mask_id)
-        self.masking = dict(vocab_size=self.fast.vocab_size, mask_id=mask_id, first_normal_id=max(specials) + 1,
-                            rate=config.mask_rate, whole_word=config.masking == "word", cls_id=tokenizer.cls_token_id,
-                            sep_id=tokenizer.sep_token_id, pad_id=tokenizer.pad_token_id)
+        self.masking = Masking(vocab_size=self.fast.vocab_size, mask_id=mask_id, first_normal_id=max(specials) + 1,
+                               rate=config.mask_rate, whole_word=config.masking == "word",
+                               cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id,
+                               pad_id=tokenizer.pad_token_id)
         self.hashes_kept = False
         self.vocab_sha256 = hashlib.sha256(Path(vocab_file).read_bytes()).hexdigest()
         order = np.random.default_rng(config.seed).permutation(len(self.corpus))
@@ -283,7 +284,7 @@ class PretrainRun(Run[PretrainConfig]):
         spans = [(corpus.offsets[i], corpus.offsets[i + 1]) for i in index]
         return mask_batch([np.asarray(corpus.ids[a:b]) for a, b in spans],
                           [np.asarray(corpus.word_start[a:b]) for a, b in spans], np.random.default_rng(seed),
-                          **self.masking)
+                          self.masking)
 
     def loss_and_hits(self, batch, layer):
         """Masked-LM loss (the mean over masked positions) and how many of them the model got right."""

@@ -1,5 +1,5 @@
-"""The production path's options (issue 14): several server workers sharing a port, ONNX Runtime's spinning
-setting, and Ray's call size, on loopback with bounded loads."""
+"""senti.serving.supervisor: several server workers sharing a port, the admin route, ONNX Runtime's spinning
+setting, graceful shutdown, rolling reloads and restarts with backoff, on loopback with bounded loads."""
 
 from __future__ import annotations
 
@@ -97,15 +97,6 @@ def test_ort_spinning_is_a_setting_and_off_by_default_when_serving(_exported):
     for flag in ("--ort-spinning", "--no-ort-spinning"):
         with running_server(out, flag) as (base, _):
             assert {r.status_code for r in _bounded_load(base, texts, requests=16, clients=4)} == {200}
-
-
-def test_ray_calls_are_large_but_spread_over_the_actors():
-    from senti.serving.ray_predict import rows_per_actor_call
-
-    assert rows_per_actor_call(100_000, 1, 32) == 4096  # large inputs: big calls amortise Ray's per-call cost
-    assert rows_per_actor_call(1_000, 2, 32) == 96  # small ones: at least 4 calls per actor
-    assert rows_per_actor_call(10, 1, 32) == 32  # never less than one model batch
-    assert rows_per_actor_call(50_000, 2, 32) % 32 == 0
 
 
 @pytest.mark.parametrize("backend", ["paddle", "onnx"])

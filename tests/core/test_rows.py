@@ -1,0 +1,43 @@
+"""senti.core.rows: the one table of row-file suffixes and the row reader for each of them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from senti.core.errors import DataError
+from senti.core.rows import INPUT_SUFFIXES, LABELLED_SUFFIXES, ROW_FORMATS, parse_json_line, read_rows, suffixes
+
+
+def test_the_suffix_table_answers_what_each_format_is_for():
+    assert INPUT_SUFFIXES == suffixes("rows") and set(LABELLED_SUFFIXES) <= set(INPUT_SUFFIXES)
+    assert ".txt" in INPUT_SUFFIXES and ".txt" not in LABELLED_SUFFIXES  # one text a line: no label column
+    assert set(suffixes("ray")) <= set(ROW_FORMATS) and ".parquet" in suffixes("ray")
+
+
+@pytest.mark.parametrize("suffix", ["tsv", "csv", "jsonl", "txt"])
+def test_each_input_format_reads_the_same_texts(tmp_path, suffix):
+    texts = ["很好", "太差了", "一般, 还行"]
+    path = tmp_path / f"rows.{suffix}"
+    if suffix == "tsv":
+        path.write_text("label\ttext_a\n" + "".join(f"1\t{t}\n" for t in texts), encoding="utf-8")
+    elif suffix == "csv":
+        path.write_text("label,text\n" + "".join(f'1,"{t}"\n' for t in texts), encoding="utf-8")
+    elif suffix == "jsonl":
+        path.write_text("".join(json.dumps({"text": t, "label": "1"}, ensure_ascii=False) + "\n" for t in texts),
+                        encoding="utf-8")
+    else:
+        path.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    rows = list(read_rows(path))
+    assert [r.text for r in rows] == texts and [r.line for r in rows] == ([2, 3, 4] if suffix in ("tsv", "csv")
+                                                                          else [1, 2, 3])
+
+
+def test_an_unknown_suffix_and_a_bad_json_line_are_named(tmp_path):
+    (tmp_path / "x.xlsx").write_bytes(b"")
+    with pytest.raises(DataError, match="unsupported file type '.xlsx'"):
+        list(read_rows(tmp_path / "x.xlsx"))
+    assert parse_json_line('{"text": "好"}') == ({"text": "好"}, None)
+    record, why = parse_json_line("[1, 2]")
+    assert record is None and why

@@ -1,0 +1,108 @@
+"""Continuing a checkpoint (`senti train --model CHECKPOINT --replay`): the label set kept, lineage recorded,
+the parent's held-out texts never replayed, its sequence length kept."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import (
+    EMOTIONS,
+    synthetic_rows,
+    train_tiny,
+    write_folder,
+    write_rows,
+)
+
+from senti.core import layout
+from senti.core.artifacts import SplitRecipe
+from senti.core.errors import SentiError
+
+
+def test_replay_keeps_the_label_set_records_lineage_and_refuses_new_labels(tiny_checkpoint, tmp_path):
+    ckpt, old_data = tiny_checkpoint
+    new = write_folder(tmp_path / "new", synthetic_rows(80, seed=51), synthetic_rows(20, seed=52))
+    metrics = train_tiny(tmp_path / "continued", new, model=str(ckpt), replay=str(old_data), replay_ratio=2.0,
+                         epochs=1)
+    assert metrics["data"]["replayed_rows"] == 160
+    meta = json.loads((tmp_path / "continued" / layout.CHECKPOINT_META).read_text(encoding="utf-8"))
+    assert meta["labels"] == ["negative", "positive"]
+    assert meta["lineage"]["parent"] == str(ckpt.resolve()) and meta["lineage"]["replay"] == str(old_data)
+    assert meta["lineage"]["replayed_rows"] == 160 and len(meta["lineage"]["parent_version"]) == 12
+    emotions = write_folder(tmp_path / "emo", synthetic_rows(60, EMOTIONS), synthetic_rows(12, EMOTIONS))
+    with pytest.raises(SentiError, match="label\\(s\\) anger, disgust, fear, joy, sadness, surprise are not among"):
+        train_tiny(tmp_path / "bad", emotions, model=str(ckpt))
+
+
+def test_replay_finds_the_parents_data_by_content_and_never_replays_its_held_out_rows(tmp_path, monkeypatch):
+    from senti.toolkit.data.splits import load_recipe, load_splits
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.train import continuation
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    write_rows(tmp_path / "data" / "one.tsv", synthetic_rows(300, seed=61))
+    train_tiny(tmp_path / "parent", Path("data/one.tsv"), epochs=1, seed=3)
+    parent = json.loads((tmp_path / "parent" / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["data"]
+    held = {e.text for s in (load_recipe(SplitRecipe(**parent)),) for e in s.dev + s.test}
+    new_data = write_rows(tmp_path / "new.tsv", synthetic_rows(100, seed=62))
+    shutil.copy(tmp_path / "data" / "one.tsv", tmp_path / "copy.tsv")
+    write_rows(tmp_path / "other.tsv", synthetic_rows(300, seed=61)[:150] + synthetic_rows(100, seed=63))
+
+    def replay(data, ratio=1.0, dataset=new_data):
+        config = TrainConfig(model=str(tmp_path / "parent"), dataset=str(dataset), output_dir="unused", seed=9,
+                             replay=str(data), replay_ratio=ratio)
+        _, rows, lineage = continuation(config, load_splits(str(dataset), seed=9))
+        assert lineage is not None  # a continued model has a lineage
+        return rows, lineage["replay_notes"]
+
+    for spelling in ("./data/one.tsv", str(tmp_path / "data" / "one.tsv"), "copy.tsv"):  # same rows, any path
+        rows, notes = replay(spelling)
+        assert rows and not {e.text for e in rows} & held and notes == [], spelling
+    rows, notes = replay("other.tsv")  # other data holding some of the parent's rows: its held-out ones stay out
+    assert not {e.text for e in rows} & held and any("parent's dev or test split" in n for n in notes)
+    assert replay("copy.tsv", ratio=0.0001)[1] == [f"--replay-ratio 0.0001 x {len(load_splits(str(new_data), seed=9).train)}"
+                                                   " new training rows replays no row"]
+    rows, notes = replay("copy.tsv", ratio=100)
+    assert len(rows) == len(load_recipe(SplitRecipe(**parent)).train) and "all replayed" in notes[0]
+    assert any("the new dataset itself" in n for n in replay("new.tsv")[1])
+
+
+def test_continuing_a_checkpoint_keeps_its_sequence_length_by_default(tmp_path):
+    """The surge loop continued a 256-token model at `senti train`'s 128 without a word; now a continued checkpoint
+    keeps its own length unless --max-seq-len says otherwise, and a new model still gets 128."""
+    data = write_folder(tmp_path / "data", synthetic_rows(200, seed=1), synthetic_rows(40, seed=2))
+    train_tiny(tmp_path / "parent", data, max_seq_len=64, epochs=1)
+    train_tiny(tmp_path / "child", data, model=str(tmp_path / "parent"), epochs=1)
+    train_tiny(tmp_path / "fresh", data, epochs=1, max_steps=2)
+
+    def length(name):
+        return json.loads((tmp_path / name / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["max_seq_len"]
+
+    assert (length("parent"), length("child"), length("fresh")) == (64, 64, 128)
+
+
+def test_replay_never_trains_on_the_parents_held_out_texts_after_its_file_grew(tmp_path, monkeypatch):
+    # Train on two.tsv, append 300 rows to it, continue with --replay two.tsv --replay-ratio 5: 228 of 1,280 replayed
+    # rows were the parent's own dev and test rows (the grown file no longer matched, and was cut anew).
+    from senti.toolkit.data.seen import read_hashes
+    from senti.toolkit.data.splits import load_recipe, load_splits
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.train import continuation
+
+    monkeypatch.chdir(tmp_path)
+    two = write_rows(tmp_path / "two.tsv", synthetic_rows(300, seed=71))
+    train_tiny(tmp_path / "parent", two, epochs=1, seed=3)
+    assert read_hashes(tmp_path / "parent", layout.HELDOUT_TEXT_HASHES) is not None
+    parent = json.loads((tmp_path / "parent" / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["data"]
+    held = {e.text for s in (load_recipe(SplitRecipe(**parent)),) for e in s.dev + s.test}
+    with two.open("a", encoding="utf-8") as fh:
+        fh.write("".join(f"{label}\t{text}\n" for label, text in synthetic_rows(300, seed=72)))
+    new = write_rows(tmp_path / "new.tsv", synthetic_rows(320, seed=73))
+    config = TrainConfig(model=str(tmp_path / "parent"), dataset=str(new), output_dir="unused", seed=9,
+                         replay=str(two), replay_ratio=5)
+    _, rows, lineage = continuation(config, load_splits(str(new), seed=9))
+    assert rows and not {e.text for e in rows} & held
+    assert lineage is not None and any("the parent held them out" in n for n in lineage["replay_notes"])
