@@ -38,7 +38,8 @@ def write_report(folder: Path) -> Path:
                  f"{','.join(map(str, config['batch_sizes']))}{' --quick' if config['quick'] else ''}"
                  f"{' --seq-len ' + str(config['seq_len']) if config.get('seq_len') else ''} "
                  f"--output-dir {folder}`",
-             "", f"Machine: {env.get('cpu_model')} ({env.get('cores')} cores, {env.get('memory_gib', '?')} GiB), "
+             "", f"Machine: {env.get('cpu_model')} ({env.get('cores')} cores, {env.get('memory_gib', '?')} GiB; "
+                 f"flags {', '.join(env.get('cpu_flags') or []) or 'none recorded'}), "
                  f"{env.get('gpu') or 'no GPU'}; threads {env.get('omp_num_threads')}, "
                  f"MKL_DEBUG_CPU_TYPE={env.get('mkl_debug_cpu_type')}; "
                  f"paddle {env.get('paddlepaddle') or env.get('paddlepaddle-gpu')}, "

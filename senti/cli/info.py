@@ -22,13 +22,17 @@ def info():
 
     paddle = import_paddle()
 
-    from senti.core.runtime import package_versions
+    from senti.core.runtime import RECORDED_FLAGS, int8_is_fast, package_versions
 
     table = Table(title="senti environment", show_header=False)
     table.add_row("python", platform.python_version())
     for pkg, version in package_versions().items():
         table.add_row(pkg, version)
     table.add_row("cpu", f"{runtime['cpu_model']} ({runtime['cores']} cores available)")
+    flags = runtime["cpu_flags"]
+    int8 = ("faster than fp32 (VNNI/AMX): auto serves it" if int8_is_fast(flags)
+            else "no faster than fp32 (no VNNI): auto serves fp32")
+    table.add_row("cpu flags", f"{', '.join(flags) or 'none of ' + ', '.join(RECORDED_FLAGS)}; INT8 {int8}")
     table.add_row("threads", f"OMP {runtime['omp_num_threads']}, MKL_DEBUG_CPU_TYPE={runtime['mkl_debug_cpu_type']}")
     gpus = paddle.device.cuda.device_count() if paddle.device.is_compiled_with_cuda() else 0
     table.add_row("gpu", ", ".join(paddle.device.cuda.get_device_name(i) for i in range(gpus)) or

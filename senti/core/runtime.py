@@ -8,13 +8,19 @@ import platform
 import sys
 from functools import lru_cache
 
+# The CPU features that rank senti's kernels: AVX-512 and AVX2 for fp32, VNNI (AVX-512 or AVX) and AMX for INT8.
+# Without VNNI an INT8 model is no faster than fp32 (measured on an AMD EPYC without it).
+RECORDED_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")
+INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 
-@lru_cache(maxsize=1)
-def cpu_info() -> dict:
-    """Vendor and model name from /proc/cpuinfo (empty strings where unavailable)."""
+
+@lru_cache(maxsize=4)
+def cpu_info(cpuinfo: str = "/proc/cpuinfo") -> dict:
+    """Vendor, model name and the RECORDED_FLAGS present, from /proc/cpuinfo (empty where unavailable)."""
     vendor = model = ""
+    flags: set[str] = set()
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+        with open(cpuinfo, encoding="utf-8") as fh:
             for line in fh:
                 key, _, value = line.partition(":")
                 key = key.strip()
@@ -22,11 +28,20 @@ def cpu_info() -> dict:
                     vendor = value.strip()
                 elif key == "model name" and not model:
                     model = value.strip()
-                if vendor and model:
+                elif key == "flags" and not flags:
+                    flags = set(value.split())
+                if vendor and model and flags:
                     break
     except OSError:
         pass
-    return {"vendor": vendor, "model": model or platform.processor(), "machine": platform.machine()}
+    return {"vendor": vendor, "model": model or platform.processor(), "machine": platform.machine(),
+            "flags": [f for f in RECORDED_FLAGS if f in flags]}
+
+
+def int8_is_fast(flags: list[str] | None = None) -> bool:
+    """Whether this CPU has an INT8 dot-product instruction (VNNI or AMX), the measured condition for INT8 to beat
+    fp32 here; `flags` as cpu_info gives them (default: this machine's)."""
+    return any(f in INT8_FLAGS for f in (cpu_info()["flags"] if flags is None else flags))
 
 
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -113,6 +128,7 @@ def runtime_record() -> dict:
     return {
         "cpu_model": info["model"],
         "cpu_vendor": info["vendor"],
+        "cpu_flags": info["flags"],  # of RECORDED_FLAGS: figures rank differently with and without them
         "cores": available_cores(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "mkl_num_threads": os.environ.get("MKL_NUM_THREADS"),

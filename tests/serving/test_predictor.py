@@ -329,3 +329,20 @@ def test_long_texts_are_limited_by_windows(_exported):
         metrics = httpx.get(f"{base}/metrics").text
         assert _metric(metrics, "senti_windows_total") == 4 and _metric(metrics, "senti_texts_total") == 1
         assert 'senti_requests_total{status="413"} 2.0' in metrics
+
+
+def test_auto_serves_int8_only_on_a_cpu_with_an_int8_dot_product(tmp_path):
+    """Without VNNI or AMX an INT8 model is no faster than fp32 and costs accuracy: `auto` ranked it first on
+    every CPU. The flags come from /proc/cpuinfo and are recorded with every figure."""
+    from senti.core.runtime import cpu_info, int8_is_fast
+    from senti.serving.backends import auto_order
+
+    assert auto_order("cpu", int8_fast=True)[0] == "onnx-int8-static"
+    without = auto_order("cpu", int8_fast=False)
+    assert without[0] != "onnx-int8-static" and without[-1] == "onnx-int8-static"
+    assert set(without) == set(auto_order("cpu", int8_fast=True))
+    fake = tmp_path / "cpuinfo"
+    fake.write_text("vendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 fma\n", encoding="utf-8")
+    info = cpu_info(str(fake))
+    assert info["flags"] == ["avx2"] and not int8_is_fast(info["flags"])
+    assert int8_is_fast(["avx2", "avx512_vnni"]) and int8_is_fast(["amx_int8"])
