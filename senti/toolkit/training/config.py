@@ -22,6 +22,7 @@ DEVICES = ("auto", "cpu", "gpu", "xpu", "npu")
 CLASS_WEIGHTS = ("none", "balanced")  # balanced: each class's loss weighted n / (k x its training rows)
 # dev: choose the logit adjustment on dev by macro-F1 (core.ngram_head.TAU_GRID); auto: dev for more than two labels
 LOGIT_ADJUSTMENTS = ("auto", "dev", "off")
+NGRAM_INITS = ("learn", "fit")  # see senti.toolkit.training.ngram_fit
 AMP_DTYPES = ("float16", "bfloat16")
 
 
@@ -130,6 +131,9 @@ class TrainConfig(ClassifierConfig):
     class_weights: str = "none"
     # Scores shifted by -tau x log(class share), tau chosen on dev by macro-F1 (models with the n-gram head).
     logit_adjustment: str = "auto"
+    # learn: the n-gram table trains from zero with ERNIE; fit: scikit-learn fits it first (seconds), then it is held
+    # (senti.toolkit.training.ngram_fit)
+    ngram_init: str = "learn"
 
     def checks(self):
         return super().checks() + [(0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]"),
@@ -137,7 +141,9 @@ class TrainConfig(ClassifierConfig):
                                     f"class_weights must be one of {', '.join(CLASS_WEIGHTS)}"),
                                    (self.logit_adjustment in LOGIT_ADJUSTMENTS,
                                     f"logit_adjustment must be one of {', '.join(LOGIT_ADJUSTMENTS)}"),
-                                   (self.ngram_buckets >= 0, "ngram_buckets must be 0 (no n-gram head) or more")]
+                                   (self.ngram_buckets >= 0, "ngram_buckets must be 0 (no n-gram head) or more"),
+                                   (self.ngram_init in NGRAM_INITS,
+                                    f"ngram_init must be one of {', '.join(NGRAM_INITS)}")]
 
 
 @dataclass(kw_only=True)

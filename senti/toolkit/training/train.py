@@ -59,13 +59,21 @@ class TrainRun(ClassifierRun[TrainConfig]):
         self.class_weight = paddle.to_tensor(balanced_weights(self.train_y, len(labels))) if (
             config.class_weights == "balanced") else None
         self.dev_y = np.array([label_id[e.label] for e in splits.dev], dtype=np.int64)
+        self.ngram_fit = None
+        if config.ngram_init == "fit":
+            if not hasattr(model, "ngram_table") or source.get("source") == "checkpoint":
+                raise SentiError("--ngram-init fit fits the n-gram head of a new model: give a preset or a pretrained "
+                                 "folder with --ngram-buckets > 0 (a checkpoint keeps the table it learned)")
+            from senti.toolkit.training.ngram_fit import fit_ngram_table
+
+            self.ngram_fit = fit_ngram_table(model, self.train_ids, self.train_y, self.dev_ids, self.dev_y, say)
         if adjusts(config.logit_adjustment, len(labels), hasattr(model, "ngram_table")):
             self.adjust_counts = np.bincount(self.train_y, minlength=len(labels))
         self.model, self.tokenizer, self.labels = model, tokenizer, labels
         self.train_hashes = training_hashes([e.text for e in train_rows], config.model)
         self.heldout_hashes = training_hashes([e.text for e in splits.dev + splits.test], config.model,
                                               name=layout.HELDOUT_TEXT_HASHES)
-        data_stats = {**splits.stats(), "replayed_rows": len(replayed),
+        data_stats = {**splits.stats(), "replayed_rows": len(replayed), "ngram_fit": self.ngram_fit,
                       "truncated_texts": {"train": train_cut, "dev": dev_cut}, "max_seq_len": max_len}
         replay_note = f" ({len(replayed)} replayed from {config.replay})" if replayed else ""
         say(f"data: {len(self.train_ids)} train{replay_note} / {len(self.dev_ids)} dev rows, labels {labels}; "

@@ -152,3 +152,21 @@ def test_a_model_config_with_bad_class_offsets_is_refused_in_one_line():
         with pytest.raises(ArtifactError, match="class_offsets must be a list"):
             check_model_config({"num_labels": 2, "class_offsets": bad}, "m/config.json")
     check_model_config({"num_labels": 2, "class_offsets": [0.0, -1.5]}, "m/config.json")
+
+
+def test_a_fitted_ngram_side_starts_at_the_linear_models_level_and_is_held(tmp_path):
+    """--ngram-init fit: scikit-learn fits the head on the very n-grams it reads (C chosen on dev) and it stays as
+    fitted while ERNIE trains; the dev-chosen weight keeps the model at least as good on dev as that side alone."""
+    import paddle
+
+    from senti.core.checkpoint import load_checkpoint
+
+    data = write_folder(tmp_path / "d", synthetic_rows(300, seed=1), synthetic_rows(60, seed=2))
+    metrics = train_tiny(tmp_path / "c", data, ngram_buckets=BUCKETS, ngram_init="fit", epochs=1, max_steps=4)
+    fitted = metrics["data"]["ngram_fit"]
+    assert fitted["C"] in (10.0, 30.0, 100.0) and fitted["dev_accuracy"] > 0.9
+    assert metrics["best"]["dev_accuracy"] >= fitted["dev_accuracy"]
+    model, _, _ = load_checkpoint(tmp_path / "c")
+    assert float(paddle.abs(model.ngram_table.weight).sum()) > 0  # not the zero start
+    with pytest.raises(Exception, match="fits the n-gram head of a new model"):
+        train_tiny(tmp_path / "e", data, model=str(tmp_path / "c"), ngram_init="fit", max_steps=1)
