@@ -324,10 +324,17 @@ def test_distill_cli_takes_the_shared_options():
 
 @pytest.mark.slow
 def test_a_normal_install_holds_only_the_senti_namespace(tmp_path):
-    """A wheel (a normal, not editable, install) has every module under senti/ and imports from anywhere."""
+    """A wheel (a normal, not editable, install) has every module under senti/ and imports from anywhere. Built from
+    a copy of the tree without build/: setuptools reuses build/lib, where a moved file's old place lingered and
+    hid that its new folder was not declared as package data."""
+    import shutil
+
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv*", "build", "runs", "site", "*.egg-info",
+                                                                "__pycache__", ".mypy_cache", ".ruff_cache"))
     wheels = tmp_path / "wheels"
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels),
-                            str(ROOT)], capture_output=True, text=True, timeout=600)
+                            str(source)], capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-2000:]
     wheel = next(wheels.glob("senti-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
@@ -336,7 +343,7 @@ def test_a_normal_install_holds_only_the_senti_namespace(tmp_path):
     for package, _folder in PACKAGES.items():
         assert f"{package.replace('.', '/')}/__init__.py" in names, package
     assert not [n for n in names if "experiments" in n]  # the results pages' scripts stay in the repository
-    for page in ("senti/serving/static/", "senti/toolkit/static/"):  # the pages' static files ship
+    for page in ("senti/serving/static/", "senti/toolkit/surge/static/"):  # the pages' static files ship
         assert any(n.startswith(page) for n in names), page
     site = tmp_path / "site"
     installed = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target",
