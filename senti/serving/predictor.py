@@ -41,6 +41,8 @@ def text_problem(text) -> str | None:
     except UnicodeEncodeError as err:
         return f"not valid Unicode (lone surrogate U+{ord(text[err.start]):04X} at character {err.start})"
     return None
+
+
 @dataclass(frozen=True)
 class CheckedText:
     """A text its server already checked (`text_problem`) for the predictor `by`, with its ids when counting its

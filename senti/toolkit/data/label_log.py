@@ -12,14 +12,23 @@ UNLABELLED = ("skip", "undo")  # answers after which a text counts as not labell
 LOG_KEYS = ("id", "text", "label", "answer")  # what makes a JSONL file a label log
 
 
+def log_record(line: str, where: str) -> dict:
+    """One line of a label log as its record, or DataError naming `where` (FILE:LINE) and what is wrong: the
+    one check for the log's reader here and for `senti label` replaying its own log."""
+    record, error = parse_json_line(line)
+    if record is None or not all(k in record for k in LOG_KEYS):
+        raise DataError(f"{where}: not a label log line ({error or 'needs ' + ', '.join(LOG_KEYS)})")
+    return record
+
+
 def is_label_log(path: Path) -> bool:
     """Whether `path` is a label log of `senti label` (its first line has the log's keys)."""
     path = Path(path)
     if path.suffix.lower() != ".jsonl" or not path.is_file():
         return False
     with path.open("rb") as fh:
-        record, error = parse_json_line(fh.readline().decode("utf-8", errors="replace"))
-    return record is not None and all(k in record for k in LOG_KEYS) and "answer" in record
+        record, _ = parse_json_line(fh.readline().decode("utf-8", errors="replace"))
+    return record is not None and all(k in record for k in LOG_KEYS)
 
 
 def resolve_log(path: Path) -> tuple[list[tuple[str, str, str]], dict]:
@@ -33,9 +42,7 @@ def resolve_log(path: Path) -> tuple[list[tuple[str, str, str]], dict]:
             if not line.endswith("\n"):  # a half-written last line: the answer in flight when the server died
                 break
             lines += 1
-            record, error = parse_json_line(line)
-            if record is None or not all(k in record for k in LOG_KEYS):
-                raise DataError(f"{path}:{n}: not a label log line ({error or 'needs ' + ', '.join(LOG_KEYS)})")
+            record = log_record(line, f"{path}:{n}")
             last[str(record["id"])] = (record, n)
     rows = [(r["text"], str(r["label"]), f"{path}:{n}") for r, n in last.values() if r["answer"] not in UNLABELLED]
     return rows, {"lines": lines, "texts": len(last), "labelled": len(rows),

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from senti.core.errors import DataError
-from senti.core.rows import parse_json_line, read_rows
-from senti.toolkit.data.label_log import LOG_KEYS, UNLABELLED
+from senti.core.rows import read_rows
+from senti.toolkit.data.label_log import UNLABELLED, log_record
 
 ANSWERS = ("label", "accept", "reject", "skip", "undo")  # label: chosen by number or mouse; accept/reject: the guess
 LEASE_SECONDS = 600  # a text shown in one tab is offered to no other tab for this long, unless answered
@@ -126,9 +126,7 @@ class LabelJob:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise DataError(f"{self.log_path}:{n}: not valid UTF-8") from None
-            record, error = parse_json_line(line)
-            if record is None or not all(k in record for k in LOG_KEYS):
-                raise DataError(f"{self.log_path}:{n}: not a label log line ({error or 'needs ' + ', '.join(LOG_KEYS)})")
+            record = log_record(line, f"{self.log_path}:{n}")
             pick = self.by_id.get(str(record["id"]))
             if pick is None or pick.text != record["text"]:
                 raise DataError(f"{self.log_path}:{n}: id {record['id']!r} is not a text of these picks: the labels "

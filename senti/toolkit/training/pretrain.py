@@ -171,7 +171,6 @@ class PretrainRun(Run[PretrainConfig]):
         self.train_index = order[n_held:] if n_held else order
         self.held_batches = [self.batch(order[i:min(i + config.batch_size, n_held)], [config.seed, 1, i])
                              for i in range(0, n_held, config.batch_size)]
-        self.tokens_this_run = 0
 
     def agreement(self) -> dict:
         """What every worker must share (not paths or threads): the settings, the corpus, the vocabulary and the
@@ -250,7 +249,6 @@ class PretrainRun(Run[PretrainConfig]):
         return step
 
     def record_step(self, step: Step, value: float) -> None:
-        self.tokens_this_run += step.tokens
         self.rate = self.tokens_this_run / self.clock.this_run_seconds()
         self.metrics.steps.append({"step": self.step, "loss": value, "tokens_per_s": self.rate})
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -145,6 +146,7 @@ class Run(Generic[Settings]):
         self.net: Any = None
         self.extra_parameters: list = []
         self.step = 0  # optimizer steps taken, a resumed run's earlier ones included
+        self.tokens_this_run = 0  # tokens read by this process's steps since the loop (re)started
         self.stop = False  # set by a hook (early stop) or the time budget: the loop ends after this step
         self.clock = Clock()
 
@@ -255,7 +257,7 @@ class Run(Generic[Settings]):
         progress = self.progress
         task = progress.add_task(self.task_name, total=None if plan else total, completed=self.step) if progress \
             else None
-        tokens, epoch = 0, self.step // per_epoch + 1
+        self.tokens_this_run, epoch = 0, self.step // per_epoch + 1
         with stopping.stop_at_checkpoints(stopping.INTERRUPTS):
             while self.step < total and not self.stop:
                 batches = self.epoch_batches(epoch)[: per_epoch * self.world][self.rank::self.world]
@@ -269,7 +271,7 @@ class Run(Generic[Settings]):
                     if plan is not None:
                         plan.update(self.step, self.step - first, self.clock.this_run_seconds(), self.clock.prior_s)
                     self.schedule.step()
-                    tokens += step.tokens
+                    self.tokens_this_run += step.tokens
                     stats.samples, stats.tokens = stats.samples + len(index), stats.tokens + step.tokens
                     stats.losses.append(value)
                     self.record_step(step, value)
@@ -347,6 +349,11 @@ class ClassifierRun(Run[Classifier]):
         return {**{k: v for k, v in self.config.to_json().items() if k not in local}, "data_sha256": data.hexdigest(),
                 "labels": list(self.labels)}
 
+    @cached_property
+    def lengths(self) -> list[int]:
+        """Tokens of each training example, as `prepare` encoded them."""
+        return [len(e) for e in self.train_ids]
+
     def examples(self) -> int:
         return len(self.train_ids)
 
@@ -371,7 +378,6 @@ class ClassifierRun(Run[Classifier]):
         self.meta = replace(self.meta, parallel=parallel)
         if self.main:
             self.out.mkdir(parents=True, exist_ok=True)  # the settings are saved with the first checkpoint
-        self.lengths = [len(e) for e in self.train_ids]
         self.rng = np.random.default_rng(self.config.seed)
         metrics = self.metrics
         metrics.epochs, metrics.evaluations, metrics.step_losses, metrics.step_terms = [], [], [], []
