@@ -122,12 +122,13 @@ def sigterm_unwinds():
         stopping.checkpoint()
 
 
-def step_progress():
-    """A transient progress bar for counted steps (epochs, batches)."""
+def step_progress(on=None):
+    """A transient progress bar for counted steps (epochs, batches, rows) (on `on`, default the standard-output
+    console)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    console=console, transient=True)
+                    console=on or console, transient=True)
 
 
 def byte_progress(label: str, on=None):

@@ -17,6 +17,7 @@ from senti.cli.common import (
     fail,
     quiet_warnings,
     sigterm_unwinds,
+    step_progress,
     user_errors,
 )
 from senti.core.rows import INPUT_SUFFIXES
@@ -133,10 +134,20 @@ def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_
         pass  # predict_with_ray says how to install it
     quiet_warnings()
 
-    with user_errors():
+    terminal = err_console.is_terminal
+    with user_errors(), step_progress(on=err_console) as bar:
+        task = bar.add_task("scored and written", total=None) if terminal else None
+
+        def progress(rows: int, total: int) -> None:  # a bar on a terminal, a line every 30 s in a log
+            if task is None:
+                err_console.print(f"{rows:,} of {total:,} rows scored and written ({rows / max(total, 1):.0%})")
+            else:
+                bar.update(task, completed=rows, total=total)
+
         result = predict_with_ray(model, str(source), str(dest), address=address, actors=actors,
                                   threads_per_actor=threads_per_actor, batch_size=batch_size,
-                                  text_column=text_column, id_column=id_column, backend=backend)
+                                  text_column=text_column, id_column=id_column, backend=backend, progress=progress,
+                                  progress_every_s=1.0 if terminal else 30.0)
     console.print(f"{result['rows_in']} rows in, {result['rows_out']} rows out ({result['errors']} error rows) "
                   f"-> {dest}; {result['actors']} actor(s) x {result['threads_per_actor']} thread(s) ({result['layout_why']}); "
                   f"Ray start-up {result['ray_startup_s']:.1f} s, total {result['total_s']:.1f} s")

@@ -3,7 +3,8 @@
 Training reads strictly (the first bad row raises `DataError` naming file and line; blank lines are
 skipped); `senti predict` reads leniently (a bad row becomes an error `Row` with its line, so the
 output keeps one row per input row). Both read lazily, decode UTF-8 with a BOM stripped, and pick
-columns by the same rules; Ray's JSONL reader parses its lines with `parse_json_line`.
+columns by the same rules; `senti predict --engine ray` reads its JSONL and CSV files with `read_rows` too
+(serving/ray_rows.py).
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ def _table_rows(path, lines, delimiter, text_column, label_column, with_labels, 
         def counted():
             for line in lines:
                 counter["line"] += 1
-                yield line
+                yield line + "\n"  # the line's end back: a quoted field that spans lines keeps its newline
 
         reader = csv.reader(counted())
         header = next(reader, None)

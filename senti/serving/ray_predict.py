@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import glob
 import os
+import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from senti.core.errors import SentiError
-from senti.core.rows import parse_json_line, suffixes
+from senti.core.rows import suffixes
 from senti.serving.streaming import predict_isolated
 
 INSTALL_HINT = "--engine ray needs Ray Data: pip install 'senti[scale]'"
@@ -119,24 +121,6 @@ def start_local_ray(ray, cpus: int) -> None:
         services.resolve_ip_for_localhost = resolve
 
 
-def _parse_jsonl(batch: dict, text_column: str, id_column: str | None) -> dict:
-    """Lines read by ray.data.read_text -> columns; a bad line becomes an error row, never a failed read."""
-    texts, ids, errors = [], [], []
-    for line in batch["text"]:
-        text, rid = None, None
-        record, error = parse_json_line(line)
-        if record is not None:
-            text = record.get(text_column)
-            rid = record.get(id_column) if id_column else None
-        texts.append(text)
-        ids.append(None if rid is None else str(rid))
-        errors.append(error)
-    out = {text_column: np.asarray(texts, dtype=object), "_error": np.asarray(errors, dtype=object)}
-    if id_column:
-        out[id_column] = np.asarray(ids, dtype=object)
-    return out
-
-
 def _paths(source: str) -> list[str]:
     if any(ch in source for ch in "*?["):
         found = sorted(glob.glob(source))
@@ -170,8 +154,10 @@ def _input_and_output(source: str, dest: str) -> tuple[list[str], str, str]:
 
 def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | None = None, actors: int | None = None,
                      threads_per_actor: int | None = None, batch_size: int = 32, text_column: str = "text",
-                     id_column: str | None = None, backend: str = "auto") -> dict:
-    """Score `source` into `dest` (.parquet or .jsonl folder) on Ray; returns counts and timings."""
+                     id_column: str | None = None, backend: str = "auto",
+                     progress: Callable[[int, int], None] | None = None, progress_every_s: float = 1.0) -> dict:
+    """Score `source` into `dest` (.parquet or .jsonl folder) on Ray; returns counts and timings. `progress(rows
+    written, rows in)` is called every `progress_every_s` seconds while Ray works."""
     quiet_ray_data()
     try:
         import ray
@@ -180,9 +166,15 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     from senti.core.runtime import available_cores
     from senti.serving import export_folder
     from senti.serving.placement import placement_for
+    from senti.serving.ray_rows import NumberedRows, count_rows
 
     meta, _ = export_folder.read_meta(export_dir)  # a bad export fails here, before Ray starts
     paths, kind, out_kind = _input_and_output(source, dest)
+    # Counted here, before Ray starts, one file at a time (Parquet footers, a newline count, the CSV reader): the
+    # row positions that number rows without an id column, and the size of an actor's call. Ray executes the plan
+    # once, in the write.
+    file_rows = [count_rows(path, kind, text_column, id_column) for path in paths]
+    rows_in = sum(file_rows)
 
     started = time.perf_counter()
     _lean_data_context(ray)
@@ -195,7 +187,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     cpus = int(ray.cluster_resources().get("CPU", 1))
     # The serve rule (actors for workers): a small model scores best as single-threaded actors, one a core. On
     # 2 cores 2 x 1 scored 100,000 rows 15% faster than 1 x 2 for the same CPU (README); 2 x 1 looked slower
-    # only while one input block fed one actor (the split below).
+    # only while one input block fed one actor (blocks of one call's rows fix that).
     layout = placement_for(meta, cpus, actors, threads_per_actor)
     actors, threads_per_actor = layout.workers, layout.threads
     light = {"num_cpus": 0.1}  # reading and parsing are cheap next to the model; leave the cores to the actors
@@ -203,39 +195,20 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     # little less than its threads so that Ray Data's file-listing task (1 CPU) can always be placed;
     # reserving every core makes a small machine deadlock before the first file is read.
     reserve = threads_per_actor * (1 - 1 / max(cpus, 2))
+    rows_per_call = rows_per_actor_call(rows_in, actors, batch_size)
 
-    context = ray.data.DataContext.get_current()
-    ordered = context.execution_options.preserve_order
-    if id_column is None:
-        # Ids by position need the rows in input order, which Ray Data keeps only when asked: by default blocks go
-        # on as their tasks finish, and a big first file read after small ones was numbered after them.
-        context.execution_options.preserve_order = True
-    try:
-        footer_rows = _parquet_rows(paths) if kind == ".parquet" else None  # also names an unreadable file
-        ds = _read(ray, paths, kind, text_column, id_column, light)
-        rows_in = ds.count() if footer_rows is None else footer_rows
-        rows_per_call = rows_per_actor_call(rows_in, actors, batch_size)
-        if id_column is None:  # no ids in the input: number the rows by position (files in sorted order)
-            id_column = "_row"
-            with warnings.catch_warnings():
-                # Ray deprecates zip because it pairs rows by order, which is what preserve_order above keeps.
-                warnings.simplefilter("ignore", DeprecationWarning)
-                ds = ds.zip(ray.data.range(rows_in).rename_columns({"id": id_column}))
-        if actors > 1:
-            # One input block makes one actor task: a Parquet file of one row group is read as one block, which one
-            # actor would score alone while the others idle. Blocks of one call's rows (a streaming split, no
-            # shuffle) spread any input over every actor.
-            ds = ds.repartition(target_num_rows_per_block=rows_per_call)
-        scored = _score(ray, ds, export_dir, backend, threads_per_actor, text_column, id_column, batch_size,
-                        rows_per_call, actors, reserve, address)
-        # One execution, streaming: blocks are read, scored and written as they go, and nothing of the output is
-        # held (it was materialized in the object store first: the whole output in memory, or spilled).
+    firsts = [sum(file_rows[:i]) for i in range(len(paths))]
+    rows = NumberedRows(paths, kind, firsts, text_column, id_column, rows_per_call)
+    # Streaming: a file is read in blocks of one actor call's rows (a big file is never held whole, and its blocks
+    # spread over every actor), scored and written as blocks go; nothing of the output is held.
+    scored = _score(ray, ray.data.read_datasource(rows, num_cpus=light["num_cpus"]), export_dir, backend,
+                    threads_per_actor, text_column, rows.id_column, batch_size, rows_per_call, actors, reserve,
+                    address)
+    with WrittenRows(Path(dest), out_kind, rows_in, progress, progress_every_s):
         if out_kind == ".parquet":
             scored.write_parquet(dest, ray_remote_args=light)
         else:
             scored.write_json(dest, ray_remote_args=light)
-    finally:
-        context.execution_options.preserve_order = ordered
     rows_out, errors = count_written(Path(dest), out_kind)
     total_s = time.perf_counter() - started
     return {"rows_in": rows_in, "rows_out": rows_out, "errors": errors, "actors": actors, "rows_per_call": rows_per_call,
@@ -263,6 +236,51 @@ def _score(ray, ds, export_dir, backend: str, threads: int, text_column: str, id
         )
 
 
+class WrittenRows:
+    """How far the job is, read from the part files written so far (Parquet footers; JSON lines counted per file,
+    again only when the file grew) by a thread of the driver while Ray writes: `report(rows, total)` every
+    `every_s` seconds."""
+
+    def __init__(self, dest: Path, kind: str, total: int, report: Callable[[int, int], None] | None,
+                 every_s: float) -> None:
+        self.dest, self.kind, self.total, self.report, self.every_s = dest, kind, total, report, every_s
+        self.counted: dict[str, tuple[int, int]] = {}  # part name -> (size, rows)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="senti-progress", daemon=True)
+
+    def rows(self) -> int:
+        import pyarrow.parquet as pq
+
+        parts = list(self.dest.iterdir()) if self.dest.is_dir() else []
+        for part in parts:
+            try:
+                size = part.stat().st_size
+                if part.name.startswith((".", "_")) or self.counted.get(part.name, (-1, 0))[0] == size:
+                    continue
+                if self.kind == ".parquet":  # a part still being written has no footer yet: counted later
+                    rows = pq.ParquetFile(part).metadata.num_rows
+                else:
+                    rows = part.read_bytes().count(b"\n")
+            except Exception:  # noqa: BLE001 - a part being written or renamed; the next look counts it
+                continue
+            self.counted[part.name] = (size, rows)
+        return sum(rows for _, rows in self.counted.values())
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.report(self.rows(), self.total)
+
+    def __enter__(self):
+        if self.report is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 def count_written(dest: Path, kind: str) -> tuple[int, int]:
     """(rows, error rows) of the part files Ray wrote to `dest`, read here one file at a time (Parquet: the footers
     and the error column only; JSON lines: line by line), so the count holds no more than one file's errors."""
@@ -285,31 +303,15 @@ def count_written(dest: Path, kind: str) -> tuple[int, int]:
     return rows, errors
 
 
-def _parquet_rows(paths: list[str]) -> int:
-    """Rows of the Parquet files from their footers, read here: Ray's `count()` runs read tasks for it."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rows = 0
-    for path in paths:
-        try:
-            rows += pq.ParquetFile(path).metadata.num_rows
-        except (OSError, pa.ArrowException) as err:
-            raise SentiError(f"--input {path}: not a readable Parquet file ({err})") from None
-    return rows
-
-
 def _lean_data_context(ray) -> None:
-    """Ray Data's per-operator progress bars redraw from the driver all run long: off, and the overall bar only
-    on a terminal. Its usage statistics are off too (this machine has no business reporting them)."""
-    import sys
-
+    """Ray Data's progress bars redraw from the driver all run long: off (senti reports the rows written, see
+    `WrittenRows`). Its usage statistics are off too (this machine has no business reporting them)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     from ray.util.debug import log_once
 
     context = ray.data.DataContext.get_current()
     context.enable_operator_progress_bars = False
-    context.enable_progress_bars = sys.stderr.isatty()
+    context.enable_progress_bars = False  # senti's own line says how far the job is (ProgressLine)
     # Ray Data's issue detector printed a 15-line WARNING every 30 s into the command's output ("ReadText->
     # SplitBlocks(32) uses 258.5MiB of memory per worker"): senti sizes the pipeline itself (blocks of one actor
     # call, actors by the placement rule), so the detectors are off, as the warning itself says to turn them off.
@@ -317,17 +319,3 @@ def _lean_data_context(ray) -> None:
     # Ray Data logs a one-time WARNING that the bars are off, which senti chose: its once is spent here.
     log_once("ray_data_progress_manager_disabled")
     log_once("ray_data_progress_manager_global")
-
-
-def _read(ray, paths, kind, text_column, id_column, light):
-    if kind == ".parquet":
-        return ray.data.read_parquet(paths, **light)
-    if kind == ".csv":
-        import pyarrow.csv as pacsv
-
-        # Every column as text, so a numeric-looking review does not change a column's type.
-        convert = pacsv.ConvertOptions(column_types={text_column: "string"}, strings_can_be_null=True)
-        return ray.data.read_csv(paths, convert_options=convert, **light)
-    lines = ray.data.read_text(paths, drop_empty_lines=False, **light)
-    return lines.map_batches(_parse_jsonl, fn_kwargs={"text_column": text_column, "id_column": id_column},
-                             batch_format="numpy", num_cpus=0.1)

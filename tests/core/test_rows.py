@@ -41,3 +41,11 @@ def test_an_unknown_suffix_and_a_bad_json_line_are_named(tmp_path):
     assert parse_json_line('{"text": "好"}') == ({"text": "好"}, None)
     record, why = parse_json_line("[1, 2]")
     assert record is None and why
+
+
+def test_a_quoted_csv_field_keeps_its_newlines(tmp_path):
+    """The reader stripped every line's end before the csv module saw it: "一行\\n两行" came back "一行两行"."""
+    src = tmp_path / "in.csv"
+    src.write_bytes('text,label\n"一行\n两行",1\n"a\r\nb",0\n好,1\n'.encode())
+    rows = list(read_rows(src, with_labels=True))
+    assert [(r.line, r.text, r.label) for r in rows] == [(2, "一行\n两行", "1"), (4, "a\nb", "0"), (6, "好", "1")]

@@ -140,6 +140,43 @@ def test_row_numbers_follow_the_input_order_across_files_of_different_sizes(_exp
     _check(pq.read_table(tmp_path / "out.parquet").to_pylist(), list(texts_by_id), texts_by_id, predictions, set())
 
 
+def test_the_plan_runs_once_and_the_progress_counts_written_rows(_exported, expected, local_ray, tmp_path,
+                                                                 monkeypatch):
+    """Ray Data executes the plan once (rows without ids were numbered after a `count()` that executed the read a
+    first time), and the progress callback follows the rows written, up to the input's count."""
+    from ray.data._internal.execution.streaming_executor import StreamingExecutor
+
+    executions = []
+    execute = StreamingExecutor.execute
+
+    def counted(self, *args, **kwargs):
+        executions.append(1)
+        return execute(self, *args, **kwargs)
+
+    monkeypatch.setattr(StreamingExecutor, "execute", counted)
+    out, _ = _exported
+    texts, predictions = expected
+    (tmp_path / "in").mkdir()
+    position, texts_by_id = 0, {}
+    for name, size in {"a.jsonl": 1500, "b.jsonl": 20, "c.jsonl": 1480}.items():
+        chosen = [texts[(position + k) * 3 % len(texts)] for k in range(size)]
+        (tmp_path / "in" / name).write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n"
+                                                    for t in chosen), encoding="utf-8")
+        texts_by_id.update({str(position + k): t for k, t in enumerate(chosen)})
+        position += size
+    seen = []
+    result = predict_with_ray(out, str(tmp_path / "in"), str(tmp_path / "out.parquet"), backend="onnx",
+                              progress=lambda rows, total: seen.append((rows, total)), progress_every_s=0.05)
+    assert len(executions) == 1
+    assert result["rows_in"] == result["rows_out"] == position == 3000 and result["errors"] == 0
+    import pyarrow.parquet as pq
+
+    _check(pq.read_table(tmp_path / "out.parquet").to_pylist(), list(texts_by_id), texts_by_id,
+           predictions, set())
+    assert seen and {total for _, total in seen} == {3000}
+    assert [rows for rows, _ in seen] == sorted(rows for rows, _ in seen) and seen[-1][0] <= 3000
+
+
 def test_bad_sources_are_clear_errors(_exported, tmp_path, local_ray):
     from senti.core.errors import SentiError
 
