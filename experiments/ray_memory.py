@@ -37,8 +37,8 @@ def _name(p) -> str:
         cmd = p.cmdline()
     except Exception:  # noqa: BLE001 - a process that just ended
         return "?"
-    title = " ".join(cmd)[:60]
-    return title or p.name()
+    title = " ".join(cmd)
+    return (title.split("/")[-1] if title.startswith("/") else title)[:60] or p.name()
 
 
 def run_once(model: str, rows: int, folder: Path, with_ids: bool = True) -> dict:
@@ -53,6 +53,7 @@ def run_once(model: str, rows: int, folder: Path, with_ids: bool = True) -> dict
     root = psutil.Process(proc.pid)
     peak_rss = peak_pss = peak_one = 0.0
     by_process: dict[int, tuple[str, float]] = {}
+    timeline: list[tuple[float, int]] = []  # (seconds, the tree's PSS in MB) every 5 s: flat, or growing?
     while proc.poll() is None:
         rss_sum = pss_sum = largest = 0
         for p in [root, *root.children(recursive=True)]:
@@ -61,9 +62,13 @@ def run_once(model: str, rows: int, folder: Path, with_ids: bool = True) -> dict
             except psutil.Error:
                 continue
             rss_sum, pss_sum, largest = rss_sum + info.rss, pss_sum + info.pss, max(largest, info.rss)
-            name, before = by_process.get(p.pid, (None, 0.0))
-            by_process[p.pid] = (name or _name(p), max(before, info.pss / 2**20))
+            name, before = by_process.get(p.pid, ("", 0.0))
+            if info.pss / 2**20 > before:  # named at its peak: Ray retitles a worker by what it runs
+                by_process[p.pid] = (_name(p), info.pss / 2**20)
         peak_rss, peak_pss = max(peak_rss, rss_sum / 2**20), max(peak_pss, pss_sum / 2**20)
+        elapsed = time.perf_counter() - started
+        if not timeline or elapsed - timeline[-1][0] >= 5:
+            timeline.append((round(elapsed, 1), round(pss_sum / 2**20)))
         peak_one = max(peak_one, largest / 2**20)
         time.sleep(0.5)
     output = proc.stdout.read() if proc.stdout else ""
@@ -71,6 +76,7 @@ def run_once(model: str, rows: int, folder: Path, with_ids: bool = True) -> dict
     return {"rows": rows, "ids": with_ids, "exit": proc.returncode, "wall_s": round(time.perf_counter() - started, 1),
             "peak_tree_rss_mb": round(peak_rss), "peak_tree_pss_mb": round(peak_pss),
             "peak_process_rss_mb": round(peak_one), "top_pss_mb": [[n, round(v)] for n, v in top],
+            "timeline_pss_mb": timeline,
             "said": output.strip().splitlines()[-1:] if output else []}
 
 

@@ -105,3 +105,28 @@ def test_what_cannot_be_read_as_asked_is_named_before_ray_starts(tmp_path):
     (tmp_path / "b.jsonl").write_text('not json\n{"review": "好"}\n', encoding="utf-8")
     with pytest.raises(SentiError, match=r"b\.jsonl:1: no text column 'text'"):
         count_rows(str(tmp_path / "b.jsonl"), ".jsonl", "text", None)
+
+
+def test_a_big_file_is_never_held_whole(local_ray, tmp_path):
+    """Ray's read_text held a whole file in one worker (a 10-million-line file, gigabytes): the reader's memory
+    is one block's, whatever the file's size."""
+    import tracemalloc
+
+    src = tmp_path / "big.jsonl"
+    line = json.dumps({"text": "物流很快，包装完好，质量不错，下次还会再来买。" * 3}, ensure_ascii=False) + "\n"
+    with src.open("w", encoding="utf-8") as fh:
+        for _ in range(200_000):
+            fh.write(line)
+    size_mb = src.stat().st_size / 2**20
+    source = NumberedRows([str(src)], ".jsonl", [0], "text", None, 1000)
+    import pyarrow.fs as fs
+
+    rows = 0
+    tracemalloc.start()
+    with source._open_input_source(fs.LocalFileSystem(), os.path.realpath(src)) as f:
+        for block in source._read_stream(f, str(src)):
+            rows += block.num_rows
+    peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    assert rows == 200_000 and size_mb > 30
+    assert peak_mb < 8, f"reading a {size_mb:.0f} MB file held {peak_mb:.1f} MB of Python objects at once"

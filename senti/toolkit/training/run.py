@@ -227,6 +227,10 @@ class Run(Generic[Settings]):
         import paddle
 
         self.prepare()
+        if self.device == "cpu":  # the Linears' step in matrix products: Paddle's CPU add and column sum are slow
+            from senti.toolkit.training.dense import use_dense
+
+            use_dense(self.model)
         if self.world > 1:
             join(self.agreement())
             self.net = paddle.DataParallel(self.model)  # starts every replica from rank 0's weights
