@@ -33,6 +33,7 @@ class TrainingMetrics(ArtifactMeta):
     nodes: int = 1
     amp_requested: bool = False
     baseline: dict | None = None  # the char n-gram logistic regression on the same splits (train)
+    passed_baseline: dict | None = None  # {step, seconds since the command started}: dev first above the baseline
     epochs: list[dict] = field(default_factory=list)
     evaluations: list[dict] = field(default_factory=list)
     step_losses: list[float] = field(default_factory=list)

@@ -149,6 +149,7 @@ class Run(Generic[Settings]):
         self.tokens_this_run = 0  # tokens read by this process's steps since the loop (re)started
         self.stop = False  # set by a hook (early stop) or the time budget: the loop ends after this step
         self.clock = Clock()
+        self.started = time.perf_counter()  # the command's start, near enough: time to the baseline counts from it
 
     # --- the hooks ---------------------------------------------------------------------------------------------
 
@@ -451,7 +452,7 @@ class ClassifierRun(Run[Classifier]):
             extra, logits = {}, predict_logits(self.model, self.dev_ids)
         result = classification_metrics(self.dev_y, logits.argmax(1), self.labels)
         return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"],
-                **extra}
+                "seconds": round(time.perf_counter() - self.started, 1), **extra}
 
     def keep_best(self, epoch: int) -> None:
         """Evaluate on dev and keep the checkpoint when it improved (every rank evaluates, so early-stop decisions
@@ -468,6 +469,11 @@ class ClassifierRun(Run[Classifier]):
         self.stale = 0 if improved else self.stale + 1
         self.say(f"epoch {epoch} step {self.step}: dev accuracy {record['dev_accuracy']:.4f}, "
                  f"macro-F1 {record['dev_macro_f1']:.4f}{'  (best, saved)' if improved else ''}")
+        baseline = (self.metrics.baseline or {}).get("dev", {}).get("accuracy")
+        if baseline is not None and self.metrics.passed_baseline is None and record["dev_accuracy"] > baseline:
+            self.metrics.passed_baseline = {"step": self.step, "seconds": record["seconds"]}
+            self.say(f"dev accuracy above the baseline's ({baseline:.4f}) at step {self.step}, {record['seconds']:.0f} s "
+                     "after the start")
 
     def save(self, record: dict) -> None:
         from senti.toolkit.data.seen import hashes_writer

@@ -32,6 +32,12 @@ def test_training_writes_metrics_curves_and_a_loadable_checkpoint(tiny_checkpoin
     for epoch in metrics["epochs"]:
         assert epoch["wall_seconds"] > 0 and epoch["train_samples_per_s"] > 0 and epoch["train_loss"] > 0
     assert metrics["best"]["dev_accuracy"] >= 0.9, metrics["evaluations"]
+    seconds = [e["seconds"] for e in metrics["evaluations"]]
+    assert seconds == sorted(seconds) and seconds[0] > 0  # since the command started
+    if metrics["baseline"]:  # the first evaluation above the baseline's dev accuracy, when and at which step
+        above = [e for e in metrics["evaluations"] if e["dev_accuracy"] > metrics["baseline"]["dev"]["accuracy"]]
+        assert metrics["passed_baseline"] == ({"step": above[0]["step"], "seconds": above[0]["seconds"]}
+                                              if above else None)
     assert (ckpt / layout.CURVES_PNG).read_bytes()[:4] == b"\x89PNG"
     assert TrainConfig.load(ckpt / layout.TRAIN_CONFIG).seed == 7
 
