@@ -27,7 +27,7 @@ def write_rows(path: Path, n: int, with_ids: bool = True) -> None:
     words = ["很好", "满意", "推荐", "太差", "失望", "退货", "还行", "一般", "物流快", "包装破", "性价比高", "客服态度差"]
     with path.open("w", encoding="utf-8") as fh:
         for i in range(n):
-            row = {"id": i} if with_ids else {}
+            row: dict[str, object] = {"id": i} if with_ids else {}
             row["text"] = "".join(rng.choices(words, k=rng.randint(2, 12)))
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 

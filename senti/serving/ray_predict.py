@@ -267,8 +267,10 @@ class WrittenRows:
         return sum(rows for _, rows in self.counted.values())
 
     def _watch(self) -> None:
+        report = self.report
+        assert report is not None  # the thread starts only with one
         while not self._stop.wait(self.every_s):
-            self.report(self.rows(), self.total)
+            report(self.rows(), self.total)
 
     def __enter__(self):
         if self.report is not None:
