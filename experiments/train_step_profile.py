@@ -2,7 +2,7 @@
 
     python -m experiments.train_step_profile [--shape 4l-312h] [--batch-size 32] [--steps 6]
     python -m experiments.train_step_profile --timing [--no-dropout]     (the median step, no profiler)
-    ... [--paddle-linear]     (Paddle's own Linear instead of senti's Dense, the path it replaced)
+    ... [--kernels senti|linear|paddle]     (senti's CPU kernels, Dense alone, or Paddle's own)
 
 Builds the model and data as `senti train --model scratch:SHAPE --dataset ../shared/data/chnsenticorp` does (the
 n-gram head included), takes the epoch's batches of median padded width, and prints the operator table of
@@ -24,8 +24,9 @@ def main(argv=None) -> None:
     parser.add_argument("--dataset", default="../shared/data/chnsenticorp")
     parser.add_argument("--timing", action="store_true")
     parser.add_argument("--no-dropout", action="store_true")
-    parser.add_argument("--paddle-linear", action="store_true",
-                        help="Paddle's own Linear, not senti's Dense (the path Dense replaced)")
+    parser.add_argument("--kernels", choices=["senti", "linear", "paddle"], default="senti",
+                        help="senti: as senti train on a CPU (Dense and MaskDropout); linear: Dense only; paddle: "
+                             "Paddle's own kernels, the path they replaced")
     args = parser.parse_args(argv)
     from senti.core.runtime import configure_runtime
 
@@ -55,10 +56,10 @@ def main(argv=None) -> None:
                 layer.p = 0.0
             if isinstance(layer, paddle.nn.MultiHeadAttention):
                 layer.dropout = 0.0
-    if not args.paddle_linear:  # as senti train's Run does on a CPU
-        from senti.toolkit.training.dense import use_dense
+    if args.kernels != "paddle":  # as senti train's Run does on a CPU
+        from senti.toolkit.training.cpu_kernels import use_cpu_kernels
 
-        use_dense(run.model)
+        use_cpu_kernels(run.model, 0, dropout=args.kernels == "senti")
     run.model.train()
     if args.timing:
         import time

@@ -29,8 +29,9 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
                    budget_s: float | None = None) -> list[dict]:
     """One record per (mode, precision, batch size); `make_model()` returns a fresh classifier.
 
-    Modes: `dynamic`, senti train's default path (on a CPU its Linears step through `Dense`); `dynamic-linear`,
-    the same with Paddle's own Linear (the path `Dense` replaced, kept for the comparison); `to_static`.
+    Modes: `dynamic`, senti train's default path (on a CPU with `cpu_kernels`: Linears through `Dense`, dropout by
+    `MaskDropout`); `dynamic-paddle`, the same with Paddle's own kernels (the path they replaced, kept for the
+    comparison); `to_static`.
 
     Each configuration times `steps` steps, or fewer (at least 3) once its timed steps pass `budget_s`.
     """
@@ -53,9 +54,9 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
                     model.train()
                     net = model
                     if mode == "dynamic" and device == "cpu":  # senti train's default path on a CPU
-                        from senti.toolkit.training.dense import use_dense
+                        from senti.toolkit.training.cpu_kernels import use_cpu_kernels
 
-                        use_dense(model)
+                        use_cpu_kernels(model, 0)
                     if mode == "to_static":
                         spec = [InputSpec([None, None], "int64", "input_ids"),
                                 InputSpec([None, None], "int64", "token_type_ids")]
@@ -136,7 +137,7 @@ def run(ctx) -> list[dict]:
         return ErnieForSequenceClassification(ctx.model_config)
 
     records = bench_training(fresh, ctx.encoded, ctx.y, ctx.shape, ctx.batch_sizes, precisions_for(ctx.config),
-                             ["dynamic", "dynamic-linear", "to_static"], ctx.steps, ctx.warmup, ctx.device, say=ctx.say, stop=ctx.stop,
+                             ["dynamic", "dynamic-paddle", "to_static"], ctx.steps, ctx.warmup, ctx.device, say=ctx.say, stop=ctx.stop,
                              budget_s=None if ctx.config.quick else ctx.config.train_budget_s)
     fitting = [r["batch_size"] for r in records if not r.get("oom")]
     records.append({"suite": "train_limit", "largest_batch_that_fit": max(fitting or [0]),
@@ -164,9 +165,9 @@ def bench_pretraining(model_config, encoded, shape: dict, batch: int, steps: int
     for head in ("masked positions", "every position"):
         model = ErnieForMaskedLM(model_config)
         if device == "cpu":  # as senti pretrain trains on a CPU
-            from senti.toolkit.training.dense import use_dense
+            from senti.toolkit.training.cpu_kernels import use_cpu_kernels
 
-            use_dense(model)
+            use_cpu_kernels(model, 0)
         optimizer = paddle.optimizer.AdamW(learning_rate=1e-4, parameters=model.parameters())
         rng = np.random.default_rng(1)
         times, tokens, flops = [], [], []

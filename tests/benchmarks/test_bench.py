@@ -50,7 +50,7 @@ def test_every_suite_is_recorded_with_positive_finite_numbers(bench_run):
         for number in _numbers({k: v for k, v in record.items() if k not in ("max_abs_logit_diff_vs_first",)}):
             assert math.isfinite(number) and number >= 0, record
     train = [r for r in data["records"] if r["suite"] == "train"]
-    assert {(r["mode"], r["batch_size"]) for r in train} == {("dynamic", 8), ("to_static", 8)}  # --quick: first size
+    assert {(r["mode"], r["batch_size"]) for r in train} == {("dynamic", 8), ("dynamic-paddle", 8), ("to_static", 8)}
     assert all(r["samples_per_s"] > 0 and r["epoch_extrapolated"] and 0 < r["fraction_of_ceiling"] < 1 for r in train)
     pretrain = {r["head"]: r for r in data["records"] if r["suite"] == "pretrain"}
     assert set(pretrain) == {"masked positions", "every position"}

@@ -228,10 +228,10 @@ class Run(Generic[Settings]):
         import paddle
 
         self.prepare()
-        if self.device == "cpu":  # the Linears' step in matrix products: Paddle's CPU add and column sum are slow
-            from senti.toolkit.training.dense import use_dense
+        if self.device == "cpu":  # Linears in matrix products, dropout masks from NumPy: Paddle's CPU kernels are slow
+            from senti.toolkit.training.cpu_kernels import use_cpu_kernels
 
-            use_dense(self.model)
+            use_cpu_kernels(self.model, self.config.seed + self.rank)
         if self.world > 1:
             join(self.agreement())
             self.net = paddle.DataParallel(self.model)  # starts every replica from rank 0's weights
