@@ -15,7 +15,8 @@ import json
 import time
 
 
-def _median_ms(fn, repeats: int) -> float:
+def median_ms(fn, repeats: int = 20) -> float:
+    """Milliseconds: the median of `repeats` calls of `fn` after 3 warm-up calls."""
     import numpy as np
 
     for _ in range(3):
@@ -48,18 +49,18 @@ def main(argv=None) -> dict:
         layer = paddle.nn.Linear(n_in, n_out)
         grad = paddle.randn([args.tokens, n_out])
         report["ms"][f"{n_in}->{n_out}"] = {
-            "paddle Linear": _median_ms(lambda: layer(x).backward(grad), args.repeats),
-            "senti Dense": _median_ms(lambda: Dense.apply(x, layer.weight, layer.bias).backward(grad), args.repeats),
+            "paddle Linear": median_ms(lambda: layer(x).backward(grad), args.repeats),
+            "senti Dense": median_ms(lambda: Dense.apply(x, layer.weight, layer.bias).backward(grad), args.repeats),
         }
     x, w, b = paddle.randn([args.tokens, args.hidden]), paddle.randn([args.hidden, args.inner]), paddle.randn([args.inner])
     y = paddle.randn([args.tokens, args.inner])
     ones = paddle.ones([1, args.tokens])
     with paddle.no_grad():
         report["ms"]["pieces"] = {
-            "matmul": _median_ms(lambda: paddle.matmul(x, w), args.repeats),
-            "bias add (broadcast)": _median_ms(lambda: y + b, args.repeats),
-            "bias gradient, sum over tokens": _median_ms(lambda: y.sum(0), args.repeats),
-            "bias gradient, ones @ grad": _median_ms(lambda: paddle.matmul(ones, y), args.repeats),
+            "matmul": median_ms(lambda: paddle.matmul(x, w), args.repeats),
+            "bias add (broadcast)": median_ms(lambda: y + b, args.repeats),
+            "bias gradient, sum over tokens": median_ms(lambda: y.sum(0), args.repeats),
+            "bias gradient, ones @ grad": median_ms(lambda: paddle.matmul(ones, y), args.repeats),
         }
     print(json.dumps(report, indent=1, ensure_ascii=False))
     return report

@@ -14,22 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import time
 
 B, L, H, INNER, HEADS = 32, 128, 312, 1248, 12
-
-
-def _median_ms(fn, repeats: int = 20) -> float:
-    import numpy as np
-
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return round(float(np.median(times)) * 1e3, 2)
 
 
 def paddle_ops() -> dict:
@@ -108,7 +94,9 @@ def measure(framework: str, threads: int) -> dict:
         configure_runtime(threads)
         import_paddle()
         ops = paddle_ops()
-    return {name: _median_ms(fn) for name, fn in ops.items()}
+    from experiments.dense_linear import median_ms  # standard library only at import: fine in the peer venv
+
+    return {name: median_ms(fn) for name, fn in ops.items()}
 
 
 def main(argv=None) -> dict:
