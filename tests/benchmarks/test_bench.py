@@ -71,8 +71,11 @@ def test_every_suite_is_recorded_with_positive_finite_numbers(bench_run):
     ray_record = next(r for r in data["records"] if r["suite"] == "ray")
     if "skipped" not in ray_record:
         assert ray_record["rows_out"] == ray_record["rows"] == 1000 and ray_record["errors"] == 0
-        # The machine-wide figure over the in-process run holds that process's own CPU
-        assert ray_record["in_process_busy_cpu_s"] >= 0.9 * ray_record["in_process_cpu_s"] > 0
+        # The machine-wide figure over the in-process run holds that process's own CPU, up to the counting: /proc/stat
+        # counts whole ticks and is read at the edges of a run that takes a fraction of a second (it read 0.26 CPU-s
+        # against the process's own 0.29 once in CI), so a tenth of a CPU-second is allowed beside the 10%.
+        assert ray_record["in_process_busy_cpu_s"] >= 0.9 * ray_record["in_process_cpu_s"] - 0.1
+        assert ray_record["in_process_cpu_s"] > 0
 
 
 def test_report_and_plots(bench_run):
