@@ -77,10 +77,15 @@ def _linear(layer, x):
     return Dense.apply(x, layer.weight, layer.bias)
 
 
+def _drop(x, p: float, rng):
+    """Dropout in training: MaskDropout, except p = 1 (every element dropped), which Paddle's own answers."""
+    return MaskDropout.apply(x, p, rng) if p < 1 else F.dropout(x, p, training=True)
+
+
 def _dropout(layer, rng, x):
     if not layer.training or layer.p == 0:
         return x
-    return MaskDropout.apply(x, float(layer.p), rng)
+    return _drop(x, float(layer.p), rng)
 
 
 def _attention(layer, rng, query, key=None, value=None, attn_mask=None, cache=None):
@@ -97,7 +102,7 @@ def _attention(layer, rng, query, key=None, value=None, attn_mask=None, cache=No
         product = product + _convert_attention_mask(attn_mask, product.dtype)
     weights = F.softmax(product)
     if layer.dropout and layer.training:
-        weights = MaskDropout.apply(weights, float(layer.dropout), rng)
+        weights = _drop(weights, float(layer.dropout), rng)
     out = paddle.matmul(weights, v).transpose([0, 2, 1, 3])
     out = layer.out_proj(out.reshape([0, 0, out.shape[2] * out.shape[3]]))
     return (out, weights) if layer.need_weights else out

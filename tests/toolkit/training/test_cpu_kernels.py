@@ -103,3 +103,11 @@ def test_a_paddlenlp_ernie_predicts_the_same_after_the_switch():
     switched = use_cpu_kernels(model, 0)
     assert switched["linear"] >= 2 * 6 and switched["attention"] == 2 and switched["dropout"] >= 2
     np.testing.assert_allclose(model(ids).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_dropout_of_one_drops_everything_as_paddles_does():
+    """MaskDropout's threshold for p = 1 (65,536) does not fit its 16 bits: it raised OverflowError."""
+    layer = paddle.nn.Dropout(1.0)
+    use_cpu_kernels(layer, 0)
+    layer.train()
+    assert (layer(paddle.ones([3, 4])).numpy() == 0).all()
