@@ -13,6 +13,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
@@ -197,7 +198,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     reserve = threads_per_actor * (1 - 1 / max(cpus, 2))
     rows_per_call = rows_per_actor_call(rows_in, actors, batch_size)
 
-    firsts = [sum(file_rows[:i]) for i in range(len(paths))]
+    firsts = list(accumulate(file_rows, initial=0))[:-1]  # each file's first row's position
     rows = NumberedRows(paths, kind, firsts, text_column, id_column, rows_per_call)
     # Streaming: a file is read in blocks of one actor call's rows (a big file is never held whole, and its blocks
     # spread over every actor), scored and written as blocks go; nothing of the output is held.
@@ -251,6 +252,8 @@ class WrittenRows:
     def rows(self) -> int:
         import pyarrow.parquet as pq
 
+        from senti.serving.ray_rows import count_newlines
+
         parts = list(self.dest.iterdir()) if self.dest.is_dir() else []
         for part in parts:
             try:
@@ -260,7 +263,7 @@ class WrittenRows:
                 if self.kind == ".parquet":  # a part still being written has no footer yet: counted later
                     rows = pq.ParquetFile(part).metadata.num_rows
                 else:
-                    rows = part.read_bytes().count(b"\n")
+                    rows = count_newlines(part)[0]
             except Exception:  # noqa: BLE001 - a part being written or renamed; the next look counts it
                 continue
             self.counted[part.name] = (size, rows)
@@ -313,7 +316,7 @@ def _lean_data_context(ray) -> None:
 
     context = ray.data.DataContext.get_current()
     context.enable_operator_progress_bars = False
-    context.enable_progress_bars = False  # senti's own line says how far the job is (ProgressLine)
+    context.enable_progress_bars = False  # senti's own line says how far the job is (WrittenRows)
     # Ray Data's issue detector printed a 15-line WARNING every 30 s into the command's output ("ReadText->
     # SplitBlocks(32) uses 258.5MiB of memory per worker"): senti sizes the pipeline itself (blocks of one actor
     # call, actors by the placement rule), so the detectors are off, as the warning itself says to turn them off.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
 import pyarrow as pa
@@ -51,12 +52,18 @@ def count_rows(path: str, kind: str, text_column: str, id_column: str | None) ->
         _first_record(path, text_column)
     except DataError as err:
         raise SentiError(f"--input {err}") from None
+    lines, ended = count_newlines(path)
+    return lines + (not ended)  # a last line without its newline is a row too
+
+
+def count_newlines(path) -> tuple[int, bool]:
+    """(newlines in the file, whether it is empty or ends with one), read 8 MB at a time."""
     lines, last = 0, b"\n"
     with open(path, "rb") as fh:
         while chunk := fh.read(1 << 23):
             lines += chunk.count(b"\n")
             last = chunk[-1:]
-    return lines + (last != b"\n")  # a last line without its newline is a row too
+    return lines, last == b"\n"
 
 
 def _first_record(path: str, text_column: str) -> None:
@@ -106,21 +113,11 @@ class NumberedRows(FileBasedDatasource):
         if self._kind == ".parquet":
             yield from self._parquet_blocks(f, first)
             return
-        chunk: list = []
         lines = io.BufferedReader(_RawStream(f), 1 << 20)
-        for row in read_rows(Path(path), self._text, stream=lines, kind=self._kind):
-            chunk.append(row)
-            if len(chunk) == self._rows:
-                yield self._block([r.text for r in chunk], [r.error for r in chunk], self._ids(chunk, first))
-                first, chunk = first + len(chunk), []
-        if chunk:
-            yield self._block([r.text for r in chunk], [r.error for r in chunk], self._ids(chunk, first))
-
-    def _ids(self, rows: list, first: int) -> list[str | None]:
-        if self._id is None:
-            return [str(first + k) for k in range(len(rows))]
-        values = [None if r.record is None else r.record.get(self._id) for r in rows]
-        return [None if v is None else str(v) for v in values]
+        rows = iter(read_rows(Path(path), self._text, stream=lines, kind=self._kind))
+        while chunk := list(islice(rows, self._rows)):
+            yield self._block(chunk, first)
+            first += len(chunk)
 
     def _parquet_blocks(self, f, first: int) -> Iterator[pa.Table]:
         import pyarrow.compute as pc
@@ -135,6 +132,14 @@ class NumberedRows(FileBasedDatasource):
                             self.id_column: ids})
             first += n
 
-    def _block(self, texts: list, errors: list, ids: list) -> pa.Table:
-        return pa.table({self._text: pa.array(texts, pa.string()), "_error": pa.array(errors, pa.string()),
+    def _block(self, rows: list, first: int) -> pa.Table:
+        """A block of `rows` (core.rows.Row) whose first is the input's row `first`."""
+        ids: list[str | None]
+        if self._id is None:
+            ids = [str(first + k) for k in range(len(rows))]
+        else:
+            values = [None if r.record is None else r.record.get(self._id) for r in rows]
+            ids = [None if v is None else str(v) for v in values]
+        return pa.table({self._text: pa.array([r.text for r in rows], pa.string()),
+                         "_error": pa.array([r.error for r in rows], pa.string()),
                          self.id_column: pa.array(ids, pa.string())})
