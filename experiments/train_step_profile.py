@@ -2,7 +2,8 @@
 
     python -m experiments.train_step_profile [--shape 4l-312h] [--batch-size 32] [--steps 6]
     python -m experiments.train_step_profile --timing [--no-dropout]     (the median step, no profiler)
-    ... [--kernels senti|linear|paddle]     (senti's CPU kernels, Dense alone, or Paddle's own)
+    ... [--kernels senti|python|linear|paddle]     (senti's CPU kernels with its C kernels, without them, Dense
+                                                   alone, or Paddle's own)
 
 Builds the model and data as `senti train --model scratch:SHAPE --dataset ../shared/data/chnsenticorp` does (the
 n-gram head included), takes the epoch's batches of median padded width, and prints the operator table of
@@ -24,9 +25,9 @@ def main(argv=None) -> None:
     parser.add_argument("--dataset", default="../shared/data/chnsenticorp")
     parser.add_argument("--timing", action="store_true")
     parser.add_argument("--no-dropout", action="store_true")
-    parser.add_argument("--kernels", choices=["senti", "linear", "paddle"], default="senti",
-                        help="senti: as senti train on a CPU (Dense and MaskDropout); linear: Dense only; paddle: "
-                             "Paddle's own kernels, the path they replaced")
+    parser.add_argument("--kernels", choices=["senti", "python", "linear", "paddle"], default="senti",
+                        help="senti: as senti train on a CPU (Dense and senti's C kernels); python: Dense and "
+                             "MaskDropout, without the C kernels; linear: Dense only; paddle: Paddle's own kernels")
     args = parser.parse_args(argv)
     from senti.core.runtime import configure_runtime
 
@@ -59,7 +60,7 @@ def main(argv=None) -> None:
     if args.kernels != "paddle":  # as senti train's Run does on a CPU
         from senti.toolkit.training.cpu_kernels import use_cpu_kernels
 
-        use_cpu_kernels(run.model, 0, dropout=args.kernels == "senti")
+        use_cpu_kernels(run.model, 0, dropout=args.kernels != "linear", use_native=args.kernels == "senti")
     run.model.train()
     if args.timing:
         import time

@@ -30,6 +30,8 @@ import paddle
 import paddle.nn.functional as F
 from paddle.autograd import PyLayer
 
+from senti.toolkit.training import native
+
 
 class Dense(PyLayer):
     """y = x @ weight + bias for x of shape [..., in], in matrix products only (see the module's docstring)."""
@@ -77,19 +79,31 @@ def _linear(layer, x):
     return Dense.apply(x, layer.weight, layer.bias)
 
 
-def _drop(x, p: float, rng):
-    """Dropout in training: MaskDropout, except p = 1 (every element dropped), which Paddle's own answers."""
-    return MaskDropout.apply(x, p, rng) if p < 1 else F.dropout(x, p, training=True)
+def _dropper(seed: int, use_native: bool):
+    """Dropout in training, `drop(x, p)`: senti's C kernel or MaskDropout; p = 1 (every element dropped) is Paddle's
+    own."""
+    if use_native:
+        seeds = native.Seeds(seed)
+        kernel = partial(native.Dropout.apply, seeds=seeds)
+    else:
+        rng = np.random.default_rng(seed)
+        kernel = partial(MaskDropout.apply, rng=rng)
+
+    def drop(x, p: float):
+        return kernel(x, p) if p < 1 else F.dropout(x, p, training=True)
+
+    drop.seeds = seeds if use_native else None  # type: ignore[attr-defined]
+    return drop
 
 
-def _dropout(layer, rng, x):
+def _dropout(layer, drop, x):
     if not layer.training or layer.p == 0:
         return x
-    return _drop(x, float(layer.p), rng)
+    return drop(x, float(layer.p))
 
 
-def _attention(layer, rng, query, key=None, value=None, attn_mask=None, cache=None):
-    """`paddle.nn.MultiHeadAttention.forward` (Paddle 3.3) with the attention weights' dropout by `MaskDropout`."""
+def _attention(layer, drop, query, key=None, value=None, attn_mask=None, cache=None):
+    """`paddle.nn.MultiHeadAttention.forward` (Paddle 3.3) with the attention weights' dropout by `drop`."""
     from paddle.nn.layer.transformer import _convert_attention_mask
 
     if cache is not None:  # decoding with a cache: not training; Paddle's own forward
@@ -102,27 +116,74 @@ def _attention(layer, rng, query, key=None, value=None, attn_mask=None, cache=No
         product = product + _convert_attention_mask(attn_mask, product.dtype)
     weights = F.softmax(product)
     if layer.dropout and layer.training:
-        weights = _drop(weights, float(layer.dropout), rng)
+        weights = drop(weights, float(layer.dropout))
     out = paddle.matmul(weights, v).transpose([0, 2, 1, 3])
     out = layer.out_proj(out.reshape([0, 0, out.shape[2] * out.shape[3]]))
     return (out, weights) if layer.need_weights else out
 
 
-def use_cpu_kernels(model, seed: int, dropout: bool = True) -> dict:
-    """Switch `model`'s Linears (with a bias), dropouts and attention weights' dropouts (unless `dropout` is False)
-    to the kernels above; returns how many of each. `seed` seeds the dropout masks' generator."""
-    rng = np.random.default_rng(seed)
-    switched = {"linear": 0, "dropout": 0, "attention": 0}
+def _key_mask(attn_mask, query):
+    """A mask that adds one value per key, the same for every head and query ([batch, 1, 1, tokens], as ERNIE's
+    padding mask), as [batch, tokens]; None for no mask; False for any other mask."""
+    from paddle.nn.layer.transformer import _convert_attention_mask
+
+    if attn_mask is None:
+        return None
+    batch, tokens = query.shape[0], query.shape[1]
+    if list(attn_mask.shape) != [batch, 1, 1, tokens]:
+        return False
+    return _convert_attention_mask(attn_mask, query.dtype).reshape([batch, tokens])
+
+
+def _native_attention(layer, drop, query, key=None, value=None, attn_mask=None, cache=None):
+    """Self-attention through senti's C attention core (no head split or merge); anything else (a cache, weights
+    asked for, another query than key and value, another mask form) through `_attention`."""
+    mask = _key_mask(attn_mask, query) if cache is None else False
+    if (mask is False or layer.need_weights or (key is not None and key is not query)
+            or (value is not None and value is not query)):
+        return _attention(layer, drop, query, key, value, attn_mask, cache)
+    p = float(layer.dropout) if layer.training and layer.dropout else 0.0
+    if p >= 1:
+        return _attention(layer, drop, query, key, value, attn_mask, cache)
+    q, k, v = layer.q_proj(query), layer.k_proj(query), layer.v_proj(query)
+    out = native.Attention.apply(q, k, v, mask, layer.num_heads, layer.head_dim**-0.5, p, drop.seeds)
+    return layer.out_proj(out)
+
+
+def _layer_norm(layer, x):
+    return native.LayerNorm.apply(x, layer.weight, layer.bias, float(layer._epsilon))
+
+
+def use_cpu_kernels(model, seed: int, dropout: bool = True, use_native: bool | None = None) -> dict:
+    """Switch `model`'s layers to the kernels above; returns how many of each were switched. `seed` seeds the
+    dropout masks. Linears with a bias go through `Dense`; unless `dropout` is False, dropouts and the attention
+    weights' dropouts through senti's (C when `use_native`, else MaskDropout); with `use_native` (the default where
+    the C kernels build) also layer norms, GELU activations and the attention core through the C kernels."""
+    if use_native is None:
+        use_native = native.load() is not None
+    drop = _dropper(seed, use_native)
+    switched = {"linear": 0, "dropout": 0, "attention": 0, "layer_norm": 0, "gelu": 0}
     for layer in model.sublayers(include_self=True):
         if isinstance(layer, paddle.nn.Linear) and layer.bias is not None:
             layer.forward = partial(_linear, layer)  # type: ignore[method-assign]
             switched["linear"] += 1
-        elif not dropout:
+        elif (use_native and isinstance(layer, paddle.nn.LayerNorm) and layer.weight is not None
+              and layer.bias is not None and len(layer._normalized_shape) == 1):
+            layer.forward = partial(_layer_norm, layer)  # type: ignore[method-assign]
+            switched["layer_norm"] += 1
+        elif use_native and isinstance(layer, paddle.nn.GELU) and not layer._approximate:
+            layer.forward = native.Gelu.apply  # type: ignore[method-assign]
+            switched["gelu"] += 1
+        if use_native and isinstance(layer, paddle.nn.TransformerEncoderLayer) and layer.activation is F.gelu:
+            layer.activation = native.Gelu.apply  # type: ignore[assignment]
+            switched["gelu"] += 1
+        if not dropout:
             continue
-        elif isinstance(layer, paddle.nn.Dropout) and layer.mode == "upscale_in_train" and layer.axis is None:
-            layer.forward = partial(_dropout, layer, rng)  # type: ignore[method-assign]
+        if isinstance(layer, paddle.nn.Dropout) and layer.mode == "upscale_in_train" and layer.axis is None:
+            layer.forward = partial(_dropout, layer, drop)  # type: ignore[method-assign]
             switched["dropout"] += 1
         elif isinstance(layer, paddle.nn.MultiHeadAttention):
-            layer.forward = partial(_attention, layer, rng)  # type: ignore[method-assign]
+            forward = _native_attention if use_native else _attention
+            layer.forward = partial(forward, layer, drop)  # type: ignore[method-assign]
             switched["attention"] += 1
     return switched

@@ -1,4 +1,5 @@
-"""senti's CPU training kernels (Dense, MaskDropout, the attention with it) against Paddle's own layers."""
+"""senti's CPU training kernels (Dense, MaskDropout, the attention with it; with and without the C kernels) against
+Paddle's own layers."""
 
 from __future__ import annotations
 
@@ -76,22 +77,24 @@ def test_mask_dropout_keeps_one_minus_p_scaled_and_its_gradient_is_the_mask():
     assert (again == values).all()  # the seed decides the masks: a run stays reproducible
 
 
-def test_the_attention_is_paddles_without_dropout_and_drops_with_it():
+@pytest.mark.parametrize("use_native", [False, True])
+def test_the_attention_is_paddles_without_dropout_and_drops_with_it(use_native):
     paddle.seed(4)
     attention = paddle.nn.MultiHeadAttention(16, 4, dropout=0.1)
     x = paddle.randn([2, 5, 16])
     mask = paddle.to_tensor(np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype="float32")[:, None, None, :] - 1) * 1e4
     attention.eval()
     want = attention(x, attn_mask=mask).numpy()
-    switched = use_cpu_kernels(attention, 0)
-    assert switched == {"linear": 4, "dropout": 0, "attention": 1}
+    switched = use_cpu_kernels(attention, 0, use_native=use_native)
+    assert switched == {"linear": 4, "dropout": 0, "attention": 1, "layer_norm": 0, "gelu": 0}
     np.testing.assert_allclose(attention(x, attn_mask=mask).numpy(), want, rtol=1e-5, atol=1e-6)
     attention.train()
     dropped = [attention(x, attn_mask=mask).numpy() for _ in range(2)]
     assert not np.allclose(dropped[0], dropped[1]) and not np.allclose(dropped[0], want)
 
 
-def test_a_paddlenlp_ernie_predicts_the_same_after_the_switch():
+@pytest.mark.parametrize("use_native", [False, True])
+def test_a_paddlenlp_ernie_predicts_the_same_after_the_switch(use_native):
     from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
     paddle.seed(5)
@@ -100,14 +103,16 @@ def test_a_paddlenlp_ernie_predicts_the_same_after_the_switch():
     model.eval()
     ids = paddle.to_tensor(np.random.default_rng(6).integers(1, 50, (3, 7)))
     want = model(ids).numpy()
-    switched = use_cpu_kernels(model, 0)
+    switched = use_cpu_kernels(model, 0, use_native=use_native)
     assert switched["linear"] >= 2 * 6 and switched["attention"] == 2 and switched["dropout"] >= 2
+    assert switched["layer_norm"] == (2 * 2 + 1 if use_native else 0) and switched["gelu"] == (2 if use_native else 0)
     np.testing.assert_allclose(model(ids).numpy(), want, rtol=1e-5, atol=1e-6)
 
 
-def test_dropout_of_one_drops_everything_as_paddles_does():
+@pytest.mark.parametrize("use_native", [False, True])
+def test_dropout_of_one_drops_everything_as_paddles_does(use_native):
     """MaskDropout's threshold for p = 1 (65,536) does not fit its 16 bits: it raised OverflowError."""
     layer = paddle.nn.Dropout(1.0)
-    use_cpu_kernels(layer, 0)
+    use_cpu_kernels(layer, 0, use_native=use_native)
     layer.train()
     assert (layer(paddle.ones([3, 4])).numpy() == 0).all()

@@ -1,0 +1,240 @@
+"""senti's C training kernels (kernels.c beside this file): built on first use, called on Paddle tensors' buffers.
+
+`load()` compiles kernels.c with the machine's C compiler (`$CC`, else `cc`) against the MKL inside Paddle's wheel,
+once per source, compiler and CPU, into senti's cache folder (`$SENTI_CACHE`, else `~/.cache/senti`), and returns
+the library; where there is no compiler or the build fails it returns None and says why once, and senti trains with
+its Python kernels instead (cpu_kernels.py). The build is the project's own source, compiled by the user's own
+compiler on first use: nothing downloaded, nothing executed from the data a run reads.
+
+The PyLayers below wrap each forward/backward pair of the library for Paddle's autograd. Every tensor handed to the
+library is float32 and contiguous (made so when not); outputs are allocated by Paddle, so Paddle owns all memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import paddle
+from paddle.autograd import PyLayer
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("kernels.c")
+FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
+
+_f = ctypes.c_void_p  # a buffer
+_n = ctypes.c_int64
+_i = ctypes.c_int
+_x = ctypes.c_float
+_u = ctypes.c_uint64
+SIGNATURES = {
+    "senti_dropout_fwd": [_f, _f, _f, _n, _x, _u, _i],
+    "senti_dropout_bwd": [_f, _f, _f, _n, _x, _i],
+    "senti_gelu_fwd": [_f, _f, _n, _i],
+    "senti_gelu_bwd": [_f, _f, _f, _n, _i],
+    "senti_layer_norm_fwd": [_f, _f, _f, _f, _f, _f, _n, _n, _x, _i],
+    "senti_layer_norm_bwd": [_f, _f, _f, _f, _f, _f, _f, _f, _n, _n, _i],
+    "senti_attention_fwd": [_f, _f, _f, _f, _f, _f, _f, _i, _i, _i, _i, _x, _x, _u, _i],
+    "senti_attention_bwd": [_f, _f, _f, _f, _f, _f, _f, _f, _f, _i, _i, _i, _i, _x, _x, _i],
+}
+
+
+def cache_folder() -> Path:
+    return Path(os.environ.get("SENTI_CACHE") or Path.home() / ".cache" / "senti") / "kernels"
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return line
+    except OSError:
+        pass
+    return ""
+
+
+def _mkl_folder() -> Path:
+    return Path(paddle.__file__).parent / "libs"
+
+
+def build(folder: Path | None = None) -> Path:
+    """Compile kernels.c into `folder` (the cache folder) unless already built; return the library's path.
+    Raises RuntimeError with the compiler's first error line when the build fails."""
+    compiler = os.environ.get("CC") or "cc"
+    if shutil.which(compiler) is None:
+        raise RuntimeError(f"no C compiler ({compiler!r} not found on PATH)")
+    mkl = _mkl_folder()
+    if not (mkl / "libmklml_intel.so").exists():
+        raise RuntimeError(f"Paddle's MKL is not at {mkl / 'libmklml_intel.so'}")
+    key = hashlib.sha256("\n".join([SOURCE.read_text(), compiler, " ".join(FLAGS), str(mkl), _cpu_flags()])
+                         .encode()).hexdigest()[:16]
+    folder = folder or cache_folder()
+    target = folder / f"senti-kernels-{key}.so"
+    if target.exists():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:  # built aside, then renamed: never half-written
+        built = Path(tmp) / target.name
+        command = [compiler, *FLAGS, str(SOURCE), "-o", str(built), f"-L{mkl}", "-l:libmklml_intel.so",
+                   f"-Wl,-rpath,{mkl}", "-lmvec", "-lm"]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+            raise RuntimeError(f"building {SOURCE.name} failed: {first}")
+        os.replace(built, target)
+    return target
+
+
+@lru_cache(maxsize=1)
+def load():
+    """The C kernels' library, or None (with one warning saying why) where they cannot be built here."""
+    if os.environ.get("SENTI_NATIVE_KERNELS", "1") == "0":
+        return None
+    try:
+        library = ctypes.CDLL(str(build()))
+    except (RuntimeError, OSError) as error:
+        log.warning("senti's C training kernels are off (%s); training uses the Python kernels", error)
+        return None
+    for name, arguments in SIGNATURES.items():
+        function = getattr(library, name)
+        function.argtypes = arguments
+        function.restype = None
+    return library
+
+
+def threads() -> int:
+    return max(1, int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))
+
+
+def _ready(t):
+    """`t` as a contiguous float32 tensor."""
+    if t.dtype != paddle.float32:
+        t = t.astype("float32")
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t
+
+
+def _ptr(t) -> int:
+    return t.data_ptr()
+
+
+class Seeds:
+    """One 64-bit seed per dropout call, from a generator seeded by the run's seed: reproducible runs."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+
+    def next(self) -> int:
+        return int(self.rng.integers(0, 2**63))
+
+
+class Dropout(PyLayer):
+    @staticmethod
+    def forward(ctx, x, p: float, seeds: Seeds):
+        lib = load()
+        x = _ready(x)
+        y = paddle.empty(x.shape, "float32")
+        keep = paddle.empty(x.shape, "uint8")
+        lib.senti_dropout_fwd(_ptr(x), _ptr(y), _ptr(keep), x.size, p, seeds.next(), threads())
+        ctx.save_for_backward(keep)
+        ctx.p = p
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (keep,) = ctx.saved_tensor()
+        grad = _ready(grad)
+        out = paddle.empty(grad.shape, "float32")
+        load().senti_dropout_bwd(_ptr(grad), _ptr(keep), _ptr(out), grad.size, ctx.p, threads())
+        return out
+
+
+class Gelu(PyLayer):
+    """GELU in its exact (erf) form, as `paddle.nn.functional.gelu(x)`."""
+
+    @staticmethod
+    def forward(ctx, x):
+        x = _ready(x)
+        y = paddle.empty(x.shape, "float32")
+        load().senti_gelu_fwd(_ptr(x), _ptr(y), x.size, threads())
+        ctx.save_for_backward(x)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensor()
+        grad = _ready(grad)
+        out = paddle.empty(x.shape, "float32")
+        load().senti_gelu_bwd(_ptr(x), _ptr(grad), _ptr(out), x.size, threads())
+        return out
+
+
+class LayerNorm(PyLayer):
+    """Layer norm over the last axis with a weight and a bias, as `paddle.nn.LayerNorm`."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps: float):
+        x = _ready(x)
+        cols = x.shape[-1]
+        rows = x.size // cols
+        y = paddle.empty(x.shape, "float32")
+        mean = paddle.empty([rows], "float32")
+        rstd = paddle.empty([rows], "float32")
+        load().senti_layer_norm_fwd(_ptr(x), _ptr(weight), _ptr(bias), _ptr(y), _ptr(mean), _ptr(rstd), rows, cols,
+                                    eps, threads())
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.wanted = (not x.stop_gradient, not weight.stop_gradient, not bias.stop_gradient)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight, mean, rstd = ctx.saved_tensor()
+        grad = _ready(grad)
+        cols = x.shape[-1]
+        dx = paddle.empty(x.shape, "float32")
+        dweight = paddle.empty([cols], "float32")
+        dbias = paddle.empty([cols], "float32")
+        load().senti_layer_norm_bwd(_ptr(grad), _ptr(x), _ptr(weight), _ptr(mean), _ptr(rstd), _ptr(dx),
+                                    _ptr(dweight), _ptr(dbias), x.size // cols, cols, threads())
+        return tuple(g if wanted else None for g, wanted in zip((dx, dweight, dbias), ctx.wanted))
+
+
+class Attention(PyLayer):
+    """dropout(softmax(scale q k^T + mask)) v over `heads` heads, q, k, v and the output as [batch, tokens,
+    heads x width]; `mask` [batch, tokens] is added to every query's scores (None: no mask)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, heads: int, scale: float, p: float, seeds: Seeds):
+        q, k, v = _ready(q), _ready(k), _ready(v)
+        mask = None if mask is None else _ready(mask)
+        batch, tokens, row = q.shape
+        out = paddle.empty(q.shape, "float32")
+        probs = paddle.empty([batch, heads, tokens, tokens], "float32")
+        keep = paddle.empty([batch, heads, tokens, tokens] if p > 0 else [1], "uint8")
+        mask_ptr = None if mask is None else _ptr(mask)
+        load().senti_attention_fwd(_ptr(q), _ptr(k), _ptr(v), mask_ptr, _ptr(out), _ptr(probs), _ptr(keep), batch,
+                                   tokens, heads, row // heads, scale, p, seeds.next() if p > 0 else 0, threads())
+        ctx.save_for_backward(q, k, v, probs, keep)
+        ctx.shape = (batch, tokens, heads, row // heads, scale, p)
+        ctx.masked = mask is not None
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, probs, keep = ctx.saved_tensor()
+        batch, tokens, heads, width, scale, p = ctx.shape
+        grad = _ready(grad)
+        dq, dk, dv = (paddle.empty(q.shape, "float32") for _ in range(3))
+        load().senti_attention_bwd(_ptr(grad), _ptr(q), _ptr(k), _ptr(v), _ptr(probs), _ptr(keep), _ptr(dq),
+                                   _ptr(dk), _ptr(dv), batch, tokens, heads, width, scale, p, threads())
+        return (dq, dk, dv, None) if ctx.masked else (dq, dk, dv)

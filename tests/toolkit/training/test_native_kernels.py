@@ -1,0 +1,165 @@
+"""senti's C training kernels (kernels.c through native.py), each against Paddle's own operator: values and
+gradients, dropout's statistics and seeds, the build's cache and its fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+import paddle
+import paddle.nn.functional as F
+import pytest
+
+from senti.toolkit.training import native
+
+pytestmark = pytest.mark.skipif(native.load() is None, reason="senti's C kernels do not build here")
+
+
+def _grads(fn, inputs, grad):
+    for t in inputs:
+        t.stop_gradient = False
+        t.clear_gradient()
+    out = fn(*inputs)
+    (out * grad).sum().backward()
+    return out.numpy(), [t.grad.numpy() for t in inputs]
+
+
+def test_gelu_is_paddles_exact_gelu():
+    paddle.seed(0)
+    x = paddle.randn([3, 7, 40000]) * 3  # over the one-thread size: the threaded loop
+    grad = paddle.randn(x.shape)
+    got, (dx,) = _grads(native.Gelu.apply, [x], grad)
+    want, (want_dx,) = _grads(F.gelu, [x], grad)
+    np.testing.assert_allclose(got, want, atol=2e-6)
+    np.testing.assert_allclose(dx, want_dx, atol=2e-6)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 8), (64, 79, 312)])
+def test_layer_norm_is_paddles(shape):
+    paddle.seed(1)
+    layer = paddle.nn.LayerNorm(shape[-1])
+    layer.weight.set_value(paddle.randn([shape[-1]]))
+    layer.bias.set_value(paddle.randn([shape[-1]]))
+    x = paddle.randn(shape) * 4 + 2
+    grad = paddle.randn(shape)
+    got, got_grads = _grads(lambda x, w, b: native.LayerNorm.apply(x, w, b, layer._epsilon),
+                            [x, layer.weight, layer.bias], grad)
+    want, want_grads = _grads(lambda x, w, b: F.layer_norm(x, shape[-1:], w, b, layer._epsilon),
+                              [x, layer.weight, layer.bias], grad)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
+    for g, w in zip(got_grads, want_grads):  # the weight's and bias's gradients sum over every row
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-3 * np.abs(w).max())
+
+
+def test_a_frozen_layer_norm_gets_no_gradient():
+    layer = paddle.nn.LayerNorm(6)
+    layer.weight.stop_gradient = True
+    layer.bias.stop_gradient = True
+    x = paddle.randn([4, 6])
+    x.stop_gradient = False
+    native.LayerNorm.apply(x, layer.weight, layer.bias, 1e-5).sum().backward()
+    assert x.grad is not None and layer.weight.grad is None and layer.bias.grad is None
+
+
+def _paddle_attention(q, k, v, mask, heads):
+    batch, tokens, row = q.shape
+    width = row // heads
+
+    def split(t):
+        return t.reshape([batch, tokens, heads, width]).transpose([0, 2, 1, 3])
+
+    scores = paddle.matmul(split(q) * width**-0.5, split(k), transpose_y=True)
+    if mask is not None:
+        scores = scores + mask.reshape([batch, 1, 1, tokens])
+    out = paddle.matmul(F.softmax(scores), split(v)).transpose([0, 2, 1, 3])
+    return out.reshape([batch, tokens, row])
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("batch,tokens,heads,width", [(1, 1, 1, 4), (3, 11, 4, 8), (8, 37, 12, 26)])
+def test_attention_without_dropout_is_paddles(masked, batch, tokens, heads, width):
+    paddle.seed(2)
+    q, k, v = (paddle.randn([batch, tokens, heads * width]) for _ in range(3))
+    grad = paddle.randn(q.shape)
+    lengths = np.random.default_rng(3).integers(1, tokens + 1, batch)
+    mask = (paddle.to_tensor((np.arange(tokens)[None, :] >= lengths[:, None]).astype("float32")) * -1e4
+            if masked else None)
+    seeds = native.Seeds(0)
+    got, got_grads = _grads(lambda q, k, v: native.Attention.apply(q, k, v, mask, heads, width**-0.5, 0.0, seeds),
+                            [q, k, v], grad)
+    want, want_grads = _grads(lambda q, k, v: _paddle_attention(q, k, v, mask, heads), [q, k, v], grad)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    for g, w in zip(got_grads, want_grads):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_attention_with_dropout_matches_the_mask_it_drew():
+    """With dropout, the output is the dropped weights times v: rebuilt here from the kept probabilities' pattern."""
+    paddle.seed(4)
+    q, k, v = (paddle.randn([2, 9, 8]) for _ in range(3))
+    out = native.Attention.apply(q, k, v, None, 2, 0.5, 0.5, native.Seeds(5)).numpy()
+    plain = native.Attention.apply(q, k, v, None, 2, 0.5, 0.0, native.Seeds(5)).numpy()
+    again = native.Attention.apply(q, k, v, None, 2, 0.5, 0.5, native.Seeds(5)).numpy()
+    assert np.array_equal(out, again)  # one seed, one mask
+    assert not np.allclose(out, plain)
+
+
+def test_dropout_keeps_one_minus_p_scaled_and_its_gradient_is_the_mask():
+    x = paddle.ones([1000, 1000])
+    x.stop_gradient = False
+    out = native.Dropout.apply(x, 0.1, native.Seeds(3))
+    values = out.numpy()
+    np.testing.assert_allclose(np.unique(values), [0.0, 1 / 0.9], rtol=1e-6)
+    assert abs((values != 0).mean() - 0.9) < 0.002  # a million draws: the standard error is 0.0003
+    out.backward(paddle.full([1000, 1000], 2.0))
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 * values, rtol=1e-6)
+    seeds = native.Seeds(3)
+    assert np.array_equal(native.Dropout.apply(paddle.ones([1000, 1000]), 0.1, seeds).numpy(), values)
+    assert not np.array_equal(native.Dropout.apply(paddle.ones([1000, 1000]), 0.1, seeds).numpy(), values)
+
+
+def test_a_mask_does_not_depend_on_the_thread_count(monkeypatch):
+    x = paddle.ones([300, 1000])
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one = native.Dropout.apply(x, 0.3, native.Seeds(7)).numpy()
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    two = native.Dropout.apply(x, 0.3, native.Seeds(7)).numpy()
+    assert np.array_equal(one, two)
+
+
+def test_an_ernie_trains_the_same_with_the_c_kernels():
+    """Ten AdamW steps of a small ERNIE without dropout from one start: the C kernels end where Paddle's do."""
+    from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
+
+    from senti.toolkit.training.cpu_kernels import use_cpu_kernels
+
+    def train(kernels: bool):
+        paddle.seed(6)
+        model = ErnieForSequenceClassification(ErnieConfig(
+            vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+        if kernels:
+            assert use_cpu_kernels(model, 0, use_native=True)["layer_norm"] == 5
+        model.train()
+        optimizer = paddle.optimizer.AdamW(learning_rate=0.01, parameters=model.parameters())
+        data = np.random.default_rng(8)
+        for _ in range(10):
+            ids = paddle.to_tensor(data.integers(1, 60, (6, 9)))
+            ids[:, 7:] = 0  # padding: the attention mask at work
+            labels = paddle.to_tensor(data.integers(0, 2, 6))
+            F.cross_entropy(model(ids), labels).backward()
+            optimizer.step()
+            optimizer.clear_grad()
+        return [p.numpy() for p in model.parameters()]
+
+    for got, want in zip(train(True), train(False)):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_the_build_is_cached_and_a_missing_compiler_is_a_clear_error(tmp_path, monkeypatch):
+    built = native.build(tmp_path)
+    assert built.parent == tmp_path and built.exists()
+    stamp = built.stat().st_mtime_ns
+    assert native.build(tmp_path) == built and built.stat().st_mtime_ns == stamp  # not built again
+    assert [p.name for p in tmp_path.iterdir()] == [built.name]  # no half-written leftovers
+    monkeypatch.setenv("CC", "no-such-compiler-here")
+    with pytest.raises(RuntimeError, match="no C compiler"):
+        native.build(tmp_path / "other")
