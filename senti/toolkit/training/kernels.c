@@ -1,31 +1,32 @@
 /* senti's CPU training kernels: float32, contiguous row-major tensors, forward and backward.
  *
- * Built on first use by senti/toolkit/training/native.py (gcc -O3 -march=native -fopenmp) and called through ctypes
- * on the buffers of Paddle tensors. Each replaces a Paddle CPU kernel that measured far slower than PyTorch's on the
- * same shapes (docs/results/training-speed.md): GELU, layer norm, dropout, and the attention core, whose heads are
- * read and written in place inside [batch, tokens, heads x head width] with strided matrix products (MKL's sgemm,
- * from Paddle's wheel), so no head is split, transposed or merged by a copy.
+ * Built on first use by senti/toolkit/training/native.py (cc -O3 -march=native -fopenmp-simd) and called through
+ * ctypes on the buffers of Paddle tensors. Each replaces Paddle CPU kernels that measured far slower than PyTorch's on
+ * the same shapes (docs/results/training-speed.md): a Linear's bias and its gradient, GELU (with the dropout after
+ * it), layer norm (with the residual and dropout before it), dropout, and the attention core, whose heads are read and
+ * written in place inside [batch, tokens, heads x head width] by MKL's batched sgemm (from Paddle's wheel), so no head
+ * is split, transposed or merged by a copy.
+ *
+ * Threads: the matrix products run on MKL's threads, as Paddle's own do; the element-wise loops run on the calling
+ * thread, vectorized. A second thread pool for the loops (OpenMP) measured slower in a whole training step than one
+ * thread: its workers spin against MKL's on the same cores.
  *
  * Dropout draws no state: element i of a call keeps when a hash of (seed, i) is at or above p x 2^32, so a mask
- * depends on the seed alone, never on the thread count or the order of work.
+ * depends on the seed alone.
  */
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 /* MKL's CBLAS (LP64), as exported by Paddle's libmklml_intel.so. */
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
-void cblas_sgemm(int layout, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                 const float *b, int ldb, float beta, float *c, int ldc);
-int MKL_Set_Num_Threads_Local(int n); /* the C binding (lower case is Fortran's, by pointer) */
+void cblas_sgemm_batch(int layout, const int *trans_a, const int *trans_b, const int *m, const int *n, const int *k,
+                       const float *alpha, const float **a, const int *lda, const float **b, const int *ldb,
+                       const float *beta, float **c, const int *ldc, int group_count, const int *group_size);
 
 /* glibc's vector math (libmvec) has erff and expf for every SIMD width: this lets the loops below call them. */
 float erff(float) __attribute__((simd("notinbranch")));
 float expf(float) __attribute__((simd("notinbranch")));
-
-#define SMALL 16384 /* below this many elements a loop runs on one thread */
 
 static inline uint32_t keep_hash(uint64_t x) {
     x ^= x >> 33;
@@ -42,10 +43,10 @@ static inline uint32_t drop_threshold(float p) {
 }
 
 /* ---- dropout: y = x * keep / (1 - p) ---- */
-void senti_dropout_fwd(const float *x, float *y, uint8_t *keep, int64_t n, float p, uint64_t seed, int threads) {
+void senti_dropout_fwd(const float *x, float *y, uint8_t *keep, int64_t n, float p, uint64_t seed) {
     const uint32_t threshold = drop_threshold(p);
     const float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for simd num_threads(n < SMALL ? 1 : threads) schedule(static)
+#pragma omp simd
     for (int64_t i = 0; i < n; i++) {
         uint8_t k = keep_hash(seed + (uint64_t)i) >= threshold;
         keep[i] = k;
@@ -53,31 +54,83 @@ void senti_dropout_fwd(const float *x, float *y, uint8_t *keep, int64_t n, float
     }
 }
 
-void senti_dropout_bwd(const float *dy, const uint8_t *keep, float *dx, int64_t n, float p, int threads) {
+void senti_dropout_bwd(const float *dy, const uint8_t *keep, float *dx, int64_t n, float p) {
     const float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for simd num_threads(n < SMALL ? 1 : threads) schedule(static)
+#pragma omp simd
     for (int64_t i = 0; i < n; i++) dx[i] = keep[i] ? dy[i] * scale : 0.0f;
 }
 
+/* ---- residual + dropout: h = r + x * keep / (1 - p), before a layer norm (p = 0: no dropout, keep unused) ---- */
+void senti_dropout_add(const float *r, const float *x, float *h, uint8_t *keep, int64_t n, float p, uint64_t seed) {
+    const uint32_t threshold = drop_threshold(p);
+    const float scale = 1.0f / (1.0f - p);
+    if (p == 0.0f) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) h[i] = r[i] + x[i];
+        return;
+    }
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t k = keep_hash(seed + (uint64_t)i) >= threshold;
+        keep[i] = k;
+        h[i] = r[i] + (k ? x[i] * scale : 0.0f);
+    }
+}
+
+/* ---- a Linear's bias: y[r, :] += bias, and its gradient, the column sums of dy ---- */
+void senti_bias_add(float *y, const float *bias, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *yr = y + r * cols;
+#pragma omp simd
+        for (int64_t j = 0; j < cols; j++) yr[j] += bias[j];
+    }
+}
+
+void senti_column_sum(const float *dy, float *out, int64_t rows, int64_t cols) {
+    for (int64_t j = 0; j < cols; j++) out[j] = 0.0f;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *dyr = dy + r * cols;
+#pragma omp simd
+        for (int64_t j = 0; j < cols; j++) out[j] += dyr[j];
+    }
+}
+
 /* ---- GELU, the exact (erf) form: y = x/2 (1 + erf(x / sqrt 2)) ---- */
-void senti_gelu_fwd(const float *x, float *y, int64_t n, int threads) {
-#pragma omp parallel for simd num_threads(n < SMALL ? 1 : threads) schedule(static)
+void senti_gelu_fwd(const float *x, float *y, int64_t n) {
+#pragma omp simd
     for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
 }
 
-void senti_gelu_bwd(const float *x, const float *dy, float *dx, int64_t n, int threads) {
-#pragma omp parallel for simd num_threads(n < SMALL ? 1 : threads) schedule(static)
+static inline float gelu_slope(float x) {
+    return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) + x * 0.39894228040143268f * expf(-0.5f * x * x);
+}
+
+void senti_gelu_bwd(const float *x, const float *dy, float *dx, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_slope(x[i]);
+}
+
+/* GELU then dropout in one pass: y = gelu(x) * keep / (1 - p) */
+void senti_gelu_dropout_fwd(const float *x, float *y, uint8_t *keep, int64_t n, float p, uint64_t seed) {
+    const uint32_t threshold = drop_threshold(p);
+    const float scale = 1.0f / (1.0f - p);
+#pragma omp simd
     for (int64_t i = 0; i < n; i++) {
-        float cdf = 0.5f * (1.0f + erff(x[i] * 0.70710678118654752f));
-        float pdf = 0.39894228040143268f * expf(-0.5f * x[i] * x[i]);
-        dx[i] = dy[i] * (cdf + x[i] * pdf);
+        uint8_t k = keep_hash(seed + (uint64_t)i) >= threshold;
+        keep[i] = k;
+        y[i] = k ? scale * 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f)) : 0.0f;
     }
+}
+
+void senti_gelu_dropout_bwd(const float *x, const float *dy, const uint8_t *keep, float *dx, int64_t n, float p) {
+    const float scale = 1.0f / (1.0f - p);
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) dx[i] = keep[i] ? scale * dy[i] * gelu_slope(x[i]) : 0.0f;
 }
 
 /* ---- layer norm over the last axis (width `cols`), with the row means and 1/std kept for the backward ---- */
 void senti_layer_norm_fwd(const float *x, const float *gamma, const float *beta, float *y, float *mean, float *rstd,
-                          int64_t rows, int64_t cols, float eps, int threads) {
-#pragma omp parallel for num_threads(rows * cols < SMALL ? 1 : threads) schedule(static)
+                          int64_t rows, int64_t cols, float eps) {
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
@@ -96,52 +149,58 @@ void senti_layer_norm_fwd(const float *x, const float *gamma, const float *beta,
 }
 
 void senti_layer_norm_bwd(const float *dy, const float *x, const float *gamma, const float *mean, const float *rstd,
-                          float *dx, float *dgamma, float *dbeta, int64_t rows, int64_t cols, int threads) {
-    int nt = rows * cols < SMALL ? 1 : threads;
-    float *partial = calloc((size_t)nt * 2 * cols, sizeof(float)); /* per thread: dgamma, dbeta */
-#pragma omp parallel num_threads(nt)
-    {
-        float *dg = partial + (size_t)omp_get_thread_num() * 2 * cols;
-        float *db = dg + cols;
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * cols, *dyr = dy + r * cols;
-            float *dxr = dx + r * cols;
-            const float mu = mean[r], rs = rstd[r];
-            float a = 0.0f, c = 0.0f;
+                          float *dx, float *dgamma, float *dbeta, int64_t rows, int64_t cols) {
+    for (int64_t j = 0; j < cols; j++) dgamma[j] = dbeta[j] = 0.0f;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols, *dyr = dy + r * cols;
+        float *dxr = dx + r * cols;
+        const float mu = mean[r], rs = rstd[r];
+        float a = 0.0f, c = 0.0f;
 #pragma omp simd reduction(+ : a, c)
-            for (int64_t j = 0; j < cols; j++) {
-                float gy = dyr[j] * gamma[j];
-                a += gy;
-                c += gy * (xr[j] - mu) * rs;
-            }
-            a /= (float)cols;
-            c /= (float)cols;
+        for (int64_t j = 0; j < cols; j++) {
+            float gy = dyr[j] * gamma[j];
+            a += gy;
+            c += gy * (xr[j] - mu) * rs;
+        }
+        a /= (float)cols;
+        c /= (float)cols;
 #pragma omp simd
-            for (int64_t j = 0; j < cols; j++) {
-                float xhat = (xr[j] - mu) * rs;
-                dxr[j] = rs * (dyr[j] * gamma[j] - a - xhat * c);
-                dg[j] += dyr[j] * xhat;
-                db[j] += dyr[j];
-            }
+        for (int64_t j = 0; j < cols; j++) {
+            float xhat = (xr[j] - mu) * rs;
+            dxr[j] = rs * (dyr[j] * gamma[j] - a - xhat * c);
+            dgamma[j] += dyr[j] * xhat;
+            dbeta[j] += dyr[j];
         }
     }
-    for (int64_t j = 0; j < cols; j++) {
-        float g = 0.0f, b = 0.0f;
-        for (int t = 0; t < nt; t++) {
-            g += partial[(size_t)t * 2 * cols + j];
-            b += partial[(size_t)t * 2 * cols + cols + j];
-        }
-        dgamma[j] = g;
-        dbeta[j] = b;
-    }
-    free(partial);
 }
 
 /* ---- attention core: out = dropout(softmax(scale q k^T + mask)) v, every head in place ----
  * q, k, v, out: [batch, tokens, heads * width]; mask: [batch, tokens] added to every query's scores (NULL: none);
  * probs: [batch, heads, tokens, tokens], the softmax before dropout, kept for the backward; keep: the same shape,
  * the dropout mask (unused when p = 0). */
+typedef struct {
+    int batch, tokens, heads, width;
+} Shape;
+
+/* The address of every head's block: in a [batch, tokens, heads * width] tensor, or (width 0) the [tokens, tokens]
+ * squares of a [batch, heads, tokens, tokens] one. */
+static const float **heads_of(const float *base, Shape s, int square) {
+    const float **at = malloc(sizeof(float *) * s.batch * s.heads);
+    for (int bh = 0; bh < s.batch * s.heads; bh++)
+        at[bh] = square ? base + (int64_t)bh * s.tokens * s.tokens
+                        : base + (int64_t)(bh / s.heads) * s.tokens * s.heads * s.width + (int64_t)(bh % s.heads) * s.width;
+    return at;
+}
+
+/* c[i] = alpha op(a[i]) op(b[i]) for every head i, on MKL's threads. */
+static void every_head(Shape s, int trans_a, int trans_b, int m, int n, int k, float alpha, const float **a, int lda,
+                       const float **b, int ldb, const float **c, int ldc) {
+    const float beta = 0.0f;
+    const int count = s.batch * s.heads;
+    cblas_sgemm_batch(ROW_MAJOR, &trans_a, &trans_b, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, (float **)c, &ldc, 1,
+                      &count);
+}
+
 static void dropped(const float *probs, const uint8_t *keep, float *to, int64_t n, float p) {
     const float scale = 1.0f / (1.0f - p);
 #pragma omp simd
@@ -150,106 +209,78 @@ static void dropped(const float *probs, const uint8_t *keep, float *to, int64_t 
 
 void senti_attention_fwd(const float *q, const float *k, const float *v, const float *mask, float *out, float *probs,
                          uint8_t *keep, int batch, int tokens, int heads, int width, float scale, float p,
-                         uint64_t seed, int threads) {
+                         uint64_t seed) {
+    const Shape s = {batch, tokens, heads, width};
     const int row = heads * width;
-    const int64_t square = (int64_t)tokens * tokens;
-    const uint32_t threshold = drop_threshold(p);
-#pragma omp parallel num_threads(threads)
-    {
-        int before = MKL_Set_Num_Threads_Local(1);
-        float *buffer = p > 0.0f ? malloc(sizeof(float) * square) : NULL;
-#pragma omp for schedule(static)
-        for (int bh = 0; bh < batch * heads; bh++) {
-            const int b = bh / heads, h = bh % heads;
-            const int64_t at = (int64_t)b * tokens * row + (int64_t)h * width;
-            float *s = probs + bh * square;
-            cblas_sgemm(ROW_MAJOR, NO_TRANS, TRANS, tokens, tokens, width, scale, q + at, row, k + at, row, 0.0f, s,
-                        tokens);
-            for (int i = 0; i < tokens; i++) {
-                float *si = s + (int64_t)i * tokens;
-                float top = -INFINITY, total = 0.0f;
-                if (mask) {
-                    const float *mb = mask + (int64_t)b * tokens;
+    const int64_t all = (int64_t)batch * heads * tokens * tokens;
+    const float **qh = heads_of(q, s, 0), **kh = heads_of(k, s, 0), **vh = heads_of(v, s, 0);
+    const float **oh = heads_of(out, s, 0), **ph = heads_of(probs, s, 1);
+    every_head(s, NO_TRANS, TRANS, tokens, tokens, width, scale, qh, row, kh, row, ph, tokens);
+    for (int64_t i = 0; i < (int64_t)batch * heads * tokens; i++) { /* each query's row of scores */
+        float *si = probs + i * tokens;
+        float top = -INFINITY, total = 0.0f;
+        if (mask) {
+            const float *mb = mask + (i / ((int64_t)heads * tokens)) * tokens;
 #pragma omp simd
-                    for (int j = 0; j < tokens; j++) si[j] += mb[j];
-                }
-#pragma omp simd reduction(max : top)
-                for (int j = 0; j < tokens; j++) top = si[j] > top ? si[j] : top;
-#pragma omp simd reduction(+ : total)
-                for (int j = 0; j < tokens; j++) {
-                    si[j] = expf(si[j] - top);
-                    total += si[j];
-                }
-                const float inv = 1.0f / total;
-#pragma omp simd
-                for (int j = 0; j < tokens; j++) si[j] *= inv;
-            }
-            const float *weights = s;
-            if (p > 0.0f) {
-                uint8_t *kb = keep + bh * square;
-                const uint64_t base = seed + (uint64_t)(bh * square);
-#pragma omp simd
-                for (int64_t i = 0; i < square; i++) kb[i] = keep_hash(base + (uint64_t)i) >= threshold;
-                dropped(s, kb, buffer, square, p);
-                weights = buffer;
-            }
-            cblas_sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, tokens, width, tokens, 1.0f, weights, tokens, v + at, row, 0.0f,
-                        out + at, row);
+            for (int j = 0; j < tokens; j++) si[j] += mb[j];
         }
-        free(buffer);
-        MKL_Set_Num_Threads_Local(before);
+#pragma omp simd reduction(max : top)
+        for (int j = 0; j < tokens; j++) top = si[j] > top ? si[j] : top;
+#pragma omp simd reduction(+ : total)
+        for (int j = 0; j < tokens; j++) {
+            si[j] = expf(si[j] - top);
+            total += si[j];
+        }
+        const float inv = 1.0f / total;
+#pragma omp simd
+        for (int j = 0; j < tokens; j++) si[j] *= inv;
     }
+    float *weights = probs;
+    if (p > 0.0f) {
+        const uint32_t threshold = drop_threshold(p);
+#pragma omp simd
+        for (int64_t i = 0; i < all; i++) keep[i] = keep_hash(seed + (uint64_t)i) >= threshold;
+        weights = malloc(sizeof(float) * all);
+        dropped(probs, keep, weights, all, p);
+    }
+    const float **wh = heads_of(weights, s, 1);
+    every_head(s, NO_TRANS, NO_TRANS, tokens, width, tokens, 1.0f, wh, tokens, vh, row, oh, row);
+    if (weights != probs) free(weights);
+    free(qh), free(kh), free(vh), free(oh), free(ph), free(wh);
 }
 
 void senti_attention_bwd(const float *dout, const float *q, const float *k, const float *v, const float *probs,
                          const uint8_t *keep, float *dq, float *dk, float *dv, int batch, int tokens, int heads,
-                         int width, float scale, float p, int threads) {
+                         int width, float scale, float p) {
+    const Shape s = {batch, tokens, heads, width};
     const int row = heads * width;
-    const int64_t square = (int64_t)tokens * tokens;
-    const float unscale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
-#pragma omp parallel num_threads(threads)
-    {
-        int before = MKL_Set_Num_Threads_Local(1);
-        float *grad = malloc(sizeof(float) * square);
-        float *buffer = p > 0.0f ? malloc(sizeof(float) * square) : NULL;
-#pragma omp for schedule(static)
-        for (int bh = 0; bh < batch * heads; bh++) {
-            const int b = bh / heads, h = bh % heads;
-            const int64_t at = (int64_t)b * tokens * row + (int64_t)h * width;
-            const float *s = probs + bh * square;
-            const uint8_t *kb = p > 0.0f ? keep + bh * square : NULL;
-            const float *weights = s;
-            if (kb) {
-                dropped(s, kb, buffer, square, p);
-                weights = buffer;
-            }
-            /* the gradient of the weights after dropout, then of v */
-            cblas_sgemm(ROW_MAJOR, NO_TRANS, TRANS, tokens, tokens, width, 1.0f, dout + at, row, v + at, row, 0.0f,
-                        grad, tokens);
-            cblas_sgemm(ROW_MAJOR, TRANS, NO_TRANS, tokens, width, tokens, 1.0f, weights, tokens, dout + at, row, 0.0f,
-                        dv + at, row);
-            /* through dropout and softmax: ds = s (dp - sum(dp s)) */
-            for (int i = 0; i < tokens; i++) {
-                float *gi = grad + (int64_t)i * tokens;
-                const float *si = s + (int64_t)i * tokens;
-                float dot = 0.0f;
-                if (kb) {
-                    const uint8_t *ki = kb + (int64_t)i * tokens;
-#pragma omp simd
-                    for (int j = 0; j < tokens; j++) gi[j] = ki[j] ? gi[j] * unscale : 0.0f;
-                }
-#pragma omp simd reduction(+ : dot)
-                for (int j = 0; j < tokens; j++) dot += gi[j] * si[j];
-#pragma omp simd
-                for (int j = 0; j < tokens; j++) gi[j] = si[j] * (gi[j] - dot);
-            }
-            cblas_sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, tokens, width, tokens, scale, grad, tokens, k + at, row, 0.0f,
-                        dq + at, row);
-            cblas_sgemm(ROW_MAJOR, TRANS, NO_TRANS, tokens, width, tokens, scale, grad, tokens, q + at, row, 0.0f,
-                        dk + at, row);
-        }
-        free(grad);
-        free(buffer);
-        MKL_Set_Num_Threads_Local(before);
+    const int64_t all = (int64_t)batch * heads * tokens * tokens;
+    float *grad = malloc(sizeof(float) * all);
+    float *weights = (float *)probs;
+    if (p > 0.0f) {
+        weights = malloc(sizeof(float) * all);
+        dropped(probs, keep, weights, all, p);
     }
+    const float **qh = heads_of(q, s, 0), **kh = heads_of(k, s, 0), **vh = heads_of(v, s, 0);
+    const float **doh = heads_of(dout, s, 0), **dqh = heads_of(dq, s, 0), **dkh = heads_of(dk, s, 0);
+    const float **dvh = heads_of(dv, s, 0), **gh = heads_of(grad, s, 1), **wh = heads_of(weights, s, 1);
+    /* the gradient of the weights after dropout, then of v */
+    every_head(s, NO_TRANS, TRANS, tokens, tokens, width, 1.0f, doh, row, vh, row, gh, tokens);
+    every_head(s, TRANS, NO_TRANS, tokens, width, tokens, 1.0f, wh, tokens, doh, row, dvh, row);
+    /* through dropout and softmax: ds = s (dp - sum(dp s)) */
+    if (p > 0.0f) dropped(grad, keep, grad, all, p);
+    for (int64_t i = 0; i < (int64_t)batch * heads * tokens; i++) {
+        float *gi = grad + i * tokens;
+        const float *si = probs + i * tokens;
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (int j = 0; j < tokens; j++) dot += gi[j] * si[j];
+#pragma omp simd
+        for (int j = 0; j < tokens; j++) gi[j] = si[j] * (gi[j] - dot);
+    }
+    every_head(s, NO_TRANS, NO_TRANS, tokens, width, tokens, scale, gh, tokens, kh, row, dqh, row);
+    every_head(s, TRANS, NO_TRANS, tokens, width, tokens, scale, gh, tokens, qh, row, dkh, row);
+    if (weights != probs) free(weights);
+    free(grad);
+    free(qh), free(kh), free(vh), free(doh), free(dqh), free(dkh), free(dvh), free(gh), free(wh);
 }

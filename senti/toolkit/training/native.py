@@ -29,7 +29,7 @@ from paddle.autograd import PyLayer
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("kernels.c")
-FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
+FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC"]
 
 _f = ctypes.c_void_p  # a buffer
 _n = ctypes.c_int64
@@ -37,14 +37,19 @@ _i = ctypes.c_int
 _x = ctypes.c_float
 _u = ctypes.c_uint64
 SIGNATURES = {
-    "senti_dropout_fwd": [_f, _f, _f, _n, _x, _u, _i],
-    "senti_dropout_bwd": [_f, _f, _f, _n, _x, _i],
-    "senti_gelu_fwd": [_f, _f, _n, _i],
-    "senti_gelu_bwd": [_f, _f, _f, _n, _i],
-    "senti_layer_norm_fwd": [_f, _f, _f, _f, _f, _f, _n, _n, _x, _i],
-    "senti_layer_norm_bwd": [_f, _f, _f, _f, _f, _f, _f, _f, _n, _n, _i],
-    "senti_attention_fwd": [_f, _f, _f, _f, _f, _f, _f, _i, _i, _i, _i, _x, _x, _u, _i],
-    "senti_attention_bwd": [_f, _f, _f, _f, _f, _f, _f, _f, _f, _i, _i, _i, _i, _x, _x, _i],
+    "senti_dropout_fwd": [_f, _f, _f, _n, _x, _u],
+    "senti_dropout_bwd": [_f, _f, _f, _n, _x],
+    "senti_dropout_add": [_f, _f, _f, _f, _n, _x, _u],
+    "senti_bias_add": [_f, _f, _n, _n],
+    "senti_column_sum": [_f, _f, _n, _n],
+    "senti_gelu_dropout_fwd": [_f, _f, _f, _n, _x, _u],
+    "senti_gelu_dropout_bwd": [_f, _f, _f, _f, _n, _x],
+    "senti_gelu_fwd": [_f, _f, _n],
+    "senti_gelu_bwd": [_f, _f, _f, _n],
+    "senti_layer_norm_fwd": [_f, _f, _f, _f, _f, _f, _n, _n, _x],
+    "senti_layer_norm_bwd": [_f, _f, _f, _f, _f, _f, _f, _f, _n, _n],
+    "senti_attention_fwd": [_f, _f, _f, _f, _f, _f, _f, _i, _i, _i, _i, _x, _x, _u],
+    "senti_attention_bwd": [_f, _f, _f, _f, _f, _f, _f, _f, _f, _i, _i, _i, _i, _x, _x],
 }
 
 
@@ -111,10 +116,6 @@ def load():
     return library
 
 
-def threads() -> int:
-    return max(1, int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))
-
-
 def _ready(t):
     """`t` as a contiguous float32 tensor."""
     if t.dtype != paddle.float32:
@@ -145,7 +146,7 @@ class Dropout(PyLayer):
         x = _ready(x)
         y = paddle.empty(x.shape, "float32")
         keep = paddle.empty(x.shape, "uint8")
-        lib.senti_dropout_fwd(_ptr(x), _ptr(y), _ptr(keep), x.size, p, seeds.next(), threads())
+        lib.senti_dropout_fwd(_ptr(x), _ptr(y), _ptr(keep), x.size, p, seeds.next())
         ctx.save_for_backward(keep)
         ctx.p = p
         return y
@@ -155,7 +156,97 @@ class Dropout(PyLayer):
         (keep,) = ctx.saved_tensor()
         grad = _ready(grad)
         out = paddle.empty(grad.shape, "float32")
-        load().senti_dropout_bwd(_ptr(grad), _ptr(keep), _ptr(out), grad.size, ctx.p, threads())
+        load().senti_dropout_bwd(_ptr(grad), _ptr(keep), _ptr(out), grad.size, ctx.p)
+        return out
+
+
+class Linear(PyLayer):
+    """y = x @ weight + bias for x of shape [..., in]: Paddle's matmuls, with the bias added and its gradient summed
+    by senti's kernels (Paddle's column sum over the tokens was slower than the matmul beside it)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        rows = x.reshape([-1, x.shape[-1]])
+        out = paddle.matmul(rows, weight)
+        load().senti_bias_add(_ptr(out), _ptr(bias), out.shape[0], out.shape[1])
+        ctx.save_for_backward(rows, weight)
+        ctx.wanted = (not x.stop_gradient, not weight.stop_gradient, not bias.stop_gradient)
+        return out.reshape(x.shape[:-1] + [weight.shape[1]])
+
+    @staticmethod
+    def backward(ctx, grad):
+        rows, weight = ctx.saved_tensor()
+        grad_rows = _ready(grad).reshape([-1, grad.shape[-1]])
+        want_x, want_weight, want_bias = ctx.wanted  # a frozen input gets no gradient (None)
+        grad_x = (paddle.matmul(grad_rows, weight, transpose_y=True).reshape(grad.shape[:-1] + [weight.shape[0]])
+                  if want_x else None)
+        grad_weight = paddle.matmul(rows, grad_rows, transpose_x=True) if want_weight else None
+        grad_bias = None
+        if want_bias:
+            grad_bias = paddle.empty([grad_rows.shape[1]], "float32")
+            load().senti_column_sum(_ptr(grad_rows), _ptr(grad_bias), grad_rows.shape[0], grad_rows.shape[1])
+        return grad_x, grad_weight, grad_bias
+
+
+class AddNorm(PyLayer):
+    """layer_norm(residual + dropout(x)) over the last axis, as a post-norm Transformer layer ends each block."""
+
+    @staticmethod
+    def forward(ctx, residual, x, weight, bias, eps: float, p: float, seeds: Seeds):
+        lib = load()
+        residual, x = _ready(residual), _ready(x)
+        cols = x.shape[-1]
+        rows = x.size // cols
+        h = paddle.empty(x.shape, "float32")
+        keep = paddle.empty(x.shape if p > 0 else [1], "uint8")
+        lib.senti_dropout_add(_ptr(residual), _ptr(x), _ptr(h), _ptr(keep), x.size, p, seeds.next() if p > 0 else 0)
+        y = paddle.empty(x.shape, "float32")
+        mean = paddle.empty([rows], "float32")
+        rstd = paddle.empty([rows], "float32")
+        lib.senti_layer_norm_fwd(_ptr(h), _ptr(weight), _ptr(bias), _ptr(y), _ptr(mean), _ptr(rstd), rows, cols, eps)
+        ctx.save_for_backward(h, weight, mean, rstd, keep)
+        ctx.p = p
+        ctx.wanted = (not weight.stop_gradient, not bias.stop_gradient)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        h, weight, mean, rstd, keep = ctx.saved_tensor()
+        lib = load()
+        grad = _ready(grad)
+        cols = h.shape[-1]
+        dh = paddle.empty(h.shape, "float32")
+        dweight = paddle.empty([cols], "float32")
+        dbias = paddle.empty([cols], "float32")
+        lib.senti_layer_norm_bwd(_ptr(grad), _ptr(h), _ptr(weight), _ptr(mean), _ptr(rstd), _ptr(dh), _ptr(dweight),
+                                 _ptr(dbias), h.size // cols, cols)
+        dx = dh
+        if ctx.p > 0:
+            dx = paddle.empty(h.shape, "float32")
+            lib.senti_dropout_bwd(_ptr(dh), _ptr(keep), _ptr(dx), h.size, ctx.p)
+        want_weight, want_bias = ctx.wanted
+        return dh, dx, dweight if want_weight else None, dbias if want_bias else None
+
+
+class GeluDropout(PyLayer):
+    """dropout(gelu(x)), GELU in its exact (erf) form, in one pass each way."""
+
+    @staticmethod
+    def forward(ctx, x, p: float, seeds: Seeds):
+        x = _ready(x)
+        y = paddle.empty(x.shape, "float32")
+        keep = paddle.empty(x.shape, "uint8")
+        load().senti_gelu_dropout_fwd(_ptr(x), _ptr(y), _ptr(keep), x.size, p, seeds.next())
+        ctx.save_for_backward(x, keep)
+        ctx.p = p
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, keep = ctx.saved_tensor()
+        grad = _ready(grad)
+        out = paddle.empty(x.shape, "float32")
+        load().senti_gelu_dropout_bwd(_ptr(x), _ptr(grad), _ptr(keep), _ptr(out), x.size, ctx.p)
         return out
 
 
@@ -166,7 +257,7 @@ class Gelu(PyLayer):
     def forward(ctx, x):
         x = _ready(x)
         y = paddle.empty(x.shape, "float32")
-        load().senti_gelu_fwd(_ptr(x), _ptr(y), x.size, threads())
+        load().senti_gelu_fwd(_ptr(x), _ptr(y), x.size)
         ctx.save_for_backward(x)
         return y
 
@@ -175,7 +266,7 @@ class Gelu(PyLayer):
         (x,) = ctx.saved_tensor()
         grad = _ready(grad)
         out = paddle.empty(x.shape, "float32")
-        load().senti_gelu_bwd(_ptr(x), _ptr(grad), _ptr(out), x.size, threads())
+        load().senti_gelu_bwd(_ptr(x), _ptr(grad), _ptr(out), x.size)
         return out
 
 
@@ -191,7 +282,7 @@ class LayerNorm(PyLayer):
         mean = paddle.empty([rows], "float32")
         rstd = paddle.empty([rows], "float32")
         load().senti_layer_norm_fwd(_ptr(x), _ptr(weight), _ptr(bias), _ptr(y), _ptr(mean), _ptr(rstd), rows, cols,
-                                    eps, threads())
+                                    eps)
         ctx.save_for_backward(x, weight, mean, rstd)
         ctx.wanted = (not x.stop_gradient, not weight.stop_gradient, not bias.stop_gradient)
         return y
@@ -205,7 +296,7 @@ class LayerNorm(PyLayer):
         dweight = paddle.empty([cols], "float32")
         dbias = paddle.empty([cols], "float32")
         load().senti_layer_norm_bwd(_ptr(grad), _ptr(x), _ptr(weight), _ptr(mean), _ptr(rstd), _ptr(dx),
-                                    _ptr(dweight), _ptr(dbias), x.size // cols, cols, threads())
+                                    _ptr(dweight), _ptr(dbias), x.size // cols, cols)
         return tuple(g if wanted else None for g, wanted in zip((dx, dweight, dbias), ctx.wanted))
 
 
@@ -223,7 +314,7 @@ class Attention(PyLayer):
         keep = paddle.empty([batch, heads, tokens, tokens] if p > 0 else [1], "uint8")
         mask_ptr = None if mask is None else _ptr(mask)
         load().senti_attention_fwd(_ptr(q), _ptr(k), _ptr(v), mask_ptr, _ptr(out), _ptr(probs), _ptr(keep), batch,
-                                   tokens, heads, row // heads, scale, p, seeds.next() if p > 0 else 0, threads())
+                                   tokens, heads, row // heads, scale, p, seeds.next() if p > 0 else 0)
         ctx.save_for_backward(q, k, v, probs, keep)
         ctx.shape = (batch, tokens, heads, row // heads, scale, p)
         ctx.masked = mask is not None
@@ -236,5 +327,5 @@ class Attention(PyLayer):
         grad = _ready(grad)
         dq, dk, dv = (paddle.empty(q.shape, "float32") for _ in range(3))
         load().senti_attention_bwd(_ptr(grad), _ptr(q), _ptr(k), _ptr(v), _ptr(probs), _ptr(keep), _ptr(dq),
-                                   _ptr(dk), _ptr(dv), batch, tokens, heads, width, scale, p, threads())
+                                   _ptr(dk), _ptr(dv), batch, tokens, heads, width, scale, p)
         return (dq, dk, dv, None) if ctx.masked else (dq, dk, dv)
