@@ -78,6 +78,7 @@ def paddle_inference_matmul(size: int, threads: int) -> float:
     from paddle.static import InputSpec
 
     from senti.core import layout
+    from senti.core.runtime import keeping_mkl_threads
     from senti.serving.backends import paddle_predictor
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,7 +91,8 @@ def paddle_inference_matmul(size: int, threads: int) -> float:
 
     def call():
         handle.copy_from_cpu(x)
-        predictor.run()
+        with keeping_mkl_threads():
+            predictor.run()
 
     return best_seconds(call)
 

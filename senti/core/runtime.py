@@ -6,7 +6,9 @@ import math
 import os
 import platform
 import sys
+from contextlib import contextmanager
 from functools import lru_cache
+from pathlib import Path
 
 # The CPU features that rank senti's kernels: AVX-512 and AVX2 for fp32, VNNI (AVX-512 or AVX) and AMX for INT8.
 # Without VNNI an INT8 model is no faster than fp32 (measured on an AMD EPYC without it).
@@ -93,6 +95,31 @@ def import_paddle():
         with contextlib.redirect_stderr(io.StringIO()):
             import paddle
     return paddle
+
+
+@lru_cache(maxsize=1)
+def paddle_mkl():
+    """The MKL inside Paddle's wheel (ctypes), or None where the wheel has none (a GPU or ARM build)."""
+    import ctypes
+
+    import paddle
+
+    path = Path(paddle.__file__).parent / "libs" / "libmklml_intel.so"
+    return ctypes.CDLL(str(path)) if path.exists() else None
+
+
+@contextmanager
+def keeping_mkl_threads():
+    """Put MKL's thread count back after the block. Paddle Inference's `predictor.run()` sets the MKL inside
+    Paddle's wheel to one thread for the whole process (Paddle 3.3.1), so that every dynamic-graph matmul after
+    it, in training or `senti bench`'s training suite, ran on one core."""
+    mkl = paddle_mkl()
+    before = mkl.MKL_Get_Max_Threads() if mkl is not None else 0
+    try:
+        yield
+    finally:
+        if before:
+            mkl.MKL_Set_Num_Threads(before)
 
 
 def configure_runtime(threads: int | None = None) -> dict:

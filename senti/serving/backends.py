@@ -15,7 +15,7 @@ import numpy as np
 
 from senti.core import layout
 from senti.core.errors import ArtifactError
-from senti.core.runtime import available_cores
+from senti.core.runtime import available_cores, keeping_mkl_threads
 
 
 def ort_session(path: Path | bytes, threads: int | None = None, device: str = "cpu", allow_spinning: bool = True):
@@ -105,7 +105,8 @@ class PaddleBackend:
         feeds = {"input_ids": input_ids, "token_type_ids": token_type_ids}
         for name in self.input_names:
             self.predictor.get_input_handle(name).copy_from_cpu(np.ascontiguousarray(feeds[name]))
-        self.predictor.run()
+        with keeping_mkl_threads():
+            self.predictor.run()
         return self.predictor.get_output_handle(self.output_name).copy_to_cpu().astype(np.float32, copy=False)
 
 

@@ -1,8 +1,11 @@
-"""The runtime record says whether the thread and MKL settings were in force when paddle loaded."""
+"""The runtime record says whether the thread and MKL settings were in force when paddle loaded; a Paddle Inference
+run leaves them in force."""
 
 import json
 import subprocess
 import sys
+
+import pytest
 
 SCRIPT = """
 import json, sys
@@ -31,3 +34,41 @@ def test_a_change_after_paddle_loaded_is_said():
     record = record_after(1, 2)
     assert record["set_before_paddle_import"] is False
     assert record["omp_num_threads"] == "2"
+
+
+def test_a_paddle_inference_run_leaves_mkls_threads_as_they_were(tmp_path):
+    """Paddle Inference's predictor.run() set the MKL inside Paddle's wheel to one thread for the whole process,
+    after which every dynamic-graph matmul (senti bench's training suite included) ran on one core."""
+    import numpy as np
+    import paddle
+    from paddle.static import InputSpec
+
+    from senti.core import layout
+    from senti.core.runtime import paddle_mkl
+    from senti.serving.backends import PaddleBackend
+
+    mkl = paddle_mkl()
+    if mkl is None:
+        pytest.skip("this Paddle wheel has no MKL")
+    layer = paddle.nn.Linear(8, 2)
+    specs = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, None], "int64", "token_type_ids")]
+
+    class Tiny(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.embed = paddle.nn.Embedding(10, 8)
+            self.out = layer
+
+        def forward(self, input_ids, token_type_ids):
+            return self.out(self.embed(input_ids + token_type_ids).mean(axis=1))
+
+    paddle.jit.save(Tiny(), str(tmp_path / layout.PADDLE_PREFIX), input_spec=specs)
+    before = mkl.MKL_Get_Max_Threads()
+    mkl.MKL_Set_Num_Threads(2)
+    try:
+        backend = PaddleBackend(tmp_path, threads=2)
+        logits = backend(np.ones((3, 4), np.int64), np.zeros((3, 4), np.int64))
+        assert logits.shape == (3, 2)
+        assert mkl.MKL_Get_Max_Threads() == 2
+    finally:
+        mkl.MKL_Set_Num_Threads(before)
