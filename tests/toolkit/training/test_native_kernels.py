@@ -220,3 +220,20 @@ def test_the_build_is_cached_and_a_missing_compiler_is_a_clear_error(tmp_path, m
     monkeypatch.setenv("CC", "no-such-compiler-here")
     with pytest.raises(RuntimeError, match="no C compiler"):
         native.build(tmp_path / "other")
+
+
+def test_without_a_compiler_training_falls_back_to_the_python_kernels_with_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = ("import paddle\n"
+              "from senti.toolkit.training.cpu_kernels import use_cpu_kernels\n"
+              "layer = paddle.nn.TransformerEncoderLayer(16, 2, 32, activation='gelu')\n"
+              "print(use_cpu_kernels(layer, 0))\n")
+    env = {**os.environ, "CC": "no-such-compiler-here", "SENTI_CACHE": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "'layer_norm': 0" in done.stdout and "'attention': 1" in done.stdout and "'linear': 6" in done.stdout
+    notes = [line for line in done.stderr.splitlines() if "C training kernels are off" in line]
+    assert len(notes) == 1 and "no C compiler ('no-such-compiler-here' not found on PATH)" in notes[0]
