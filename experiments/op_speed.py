@@ -5,8 +5,8 @@
 Times, forward and backward unless said, on a batch of 32 x 128 tokens of a 312-wide layer (1,248 inside the FFN,
 12 heads): a Linear 312 -> 1,248, its forward alone, dropout, GELU (erf and tanh), layer norm, a same-shape add,
 the attention core (QK^T, softmax, times V) and splitting heads (reshape and transpose). Medians of 20 runs after
-3 warm-ups, in milliseconds; Paddle in this interpreter, PyTorch in `--peer-python` (`make peer-venv`), each with
-`--threads` threads, one after the other.
+3 warm-ups, in milliseconds; Paddle and senti's C kernels (where senti has one) in this interpreter, PyTorch in
+`--peer-python` (`make peer-venv`), each with `--threads` threads, one after the other.
 """
 
 from __future__ import annotations
@@ -48,6 +48,37 @@ def paddle_ops() -> dict:
         "attention core": attention,
         "split heads (reshape, transpose)": lambda: x.reshape([B, L, HEADS, H // HEADS]).transpose(
             [0, 2, 1, 3]).sum().backward(),
+    }
+
+
+def senti_ops() -> dict:
+    """The same operators through senti's C kernels (senti.toolkit.training.native), where senti has one; the
+    attention core reads its heads in place from [32, 128, 312], so it has no head split to time."""
+    import paddle
+
+    from senti.toolkit.training import native
+
+    if native.load() is None:
+        return {}
+    seeds = native.Seeds(0)
+    x = paddle.randn([B, L, H])
+    h = paddle.randn([B, L, INNER])
+    q = paddle.randn([B, L, H])
+    for t in (x, h, q):
+        t.stop_gradient = False
+    linear, norm = paddle.nn.Linear(H, INNER), paddle.nn.LayerNorm(H)
+
+    def linear_forward():
+        with paddle.no_grad():
+            native.Linear.apply(x, linear.weight, linear.bias)
+
+    return {
+        "Linear 312->1248": lambda: native.Linear.apply(x, linear.weight, linear.bias).sum().backward(),
+        "Linear 312->1248, forward only": linear_forward,
+        "dropout 0.1 on [32,128,1248]": lambda: native.Dropout.apply(h, 0.1, seeds).sum().backward(),
+        "GELU (erf)": lambda: native.Gelu.apply(h).sum().backward(),
+        "layer norm": lambda: native.LayerNorm.apply(x, norm.weight, norm.bias, 1e-5).sum().backward(),
+        "attention core": lambda: native.Attention.apply(q, q, q, None, HEADS, 0.2, 0.0, seeds).sum().backward(),
     }
 
 
@@ -96,7 +127,10 @@ def measure(framework: str, threads: int) -> dict:
         ops = paddle_ops()
     from experiments.dense_linear import median_ms  # standard library only at import: fine in the peer venv
 
-    return {name: median_ms(fn) for name, fn in ops.items()}
+    timed = {name: median_ms(fn) for name, fn in ops.items()}
+    if framework == "paddle":
+        timed.update({f"senti {name}": median_ms(fn) for name, fn in senti_ops().items()})
+    return timed
 
 
 def main(argv=None) -> dict:
@@ -116,9 +150,14 @@ def main(argv=None) -> dict:
     torch_ms = json.loads(done.stdout.strip().splitlines()[-1])
     info = cpu_info()
     print(f"{info['model']}; flags {', '.join(info['flags'])}; {args.threads} threads")
-    print("| operator (forward and backward) | Paddle ms | PyTorch ms | Paddle / PyTorch |\n|---|---|---|---|")
+    print("| operator (forward and backward) | Paddle ms | senti's C kernel ms | PyTorch ms | Paddle / PyTorch | senti / "
+          "PyTorch |\n|---|---|---|---|---|---|")
     for name, ms in paddle_ms.items():
-        print(f"| {name} | {ms:.2f} | {torch_ms[name]:.2f} | {ms / max(torch_ms[name], 1e-9):.1f}x |")
+        if name.startswith("senti "):
+            continue
+        ours = paddle_ms.get(f"senti {name}")
+        print(f"| {name} | {ms:.2f} | {'—' if ours is None else f'{ours:.2f}'} | {torch_ms[name]:.2f} | "
+              f"{ms / max(torch_ms[name], 1e-9):.1f}x | {'—' if ours is None else f'{ours / torch_ms[name]:.2f}x'} |")
     return {"paddle": paddle_ms, "torch": torch_ms}
 
 

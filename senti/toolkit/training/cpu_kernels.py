@@ -163,36 +163,6 @@ def _plain_norm(layer) -> bool:
             and len(layer._normalized_shape) == 1)
 
 
-def _fusable(layer) -> bool:
-    """A post-norm encoder layer of plain parts: residual, dropout and norm fused, GELU and its dropout fused."""
-    return (not layer.normalize_before and _plain_norm(layer.norm1) and _plain_norm(layer.norm2)
-            and all(_plain_dropout(d) for d in (layer.dropout1, layer.dropout2, layer.dropout)))
-
-
-def _encoder_layer(layer, drop, src, src_mask=None, cache=None):
-    """`paddle.nn.TransformerEncoderLayer.forward` (Paddle 3.3, post-norm, no cache) with each block's end
-    (residual + dropout, then layer norm) in one C kernel, and GELU with the dropout after it in another."""
-    from paddle.nn.layer.transformer import _convert_attention_mask
-
-    if cache is not None or not _fusable(layer):
-        return type(layer).forward(layer, src, src_mask, cache)
-
-    def p(dropout) -> float:
-        return float(dropout.p) if layer.training else 0.0
-
-    src_mask = _convert_attention_mask(src_mask, src.dtype)
-    attended = layer.self_attn(src, src, src, src_mask)
-    src = native.AddNorm.apply(src, attended, layer.norm1.weight, layer.norm1.bias, float(layer.norm1._epsilon),
-                               p(layer.dropout1), drop.seeds)
-    hidden = layer.linear1(src)
-    if layer.activation in (F.gelu, native.Gelu.apply) and 0 < p(layer.dropout) < 1:
-        hidden = native.GeluDropout.apply(hidden, p(layer.dropout), drop.seeds)
-    else:
-        hidden = layer.dropout(layer.activation(hidden))
-    return native.AddNorm.apply(src, layer.linear2(hidden), layer.norm2.weight, layer.norm2.bias,
-                                float(layer.norm2._epsilon), p(layer.dropout2), drop.seeds)
-
-
 def _layer_norm(layer, x):
     return native.LayerNorm.apply(x, layer.weight, layer.bias, float(layer._epsilon))
 
@@ -205,7 +175,7 @@ def use_cpu_kernels(model, seed: int, dropout: bool = True, use_native: bool | N
     if use_native is None:
         use_native = native.load() is not None
     drop = _dropper(seed, use_native)
-    switched = {"linear": 0, "dropout": 0, "attention": 0, "layer_norm": 0, "gelu": 0, "encoder_layer": 0}
+    switched = {"linear": 0, "dropout": 0, "attention": 0, "layer_norm": 0, "gelu": 0}
     for layer in model.sublayers(include_self=True):
         if isinstance(layer, paddle.nn.Linear) and layer.bias is not None:
             layer.forward = partial(_native_linear if use_native else _linear, layer)  # type: ignore[method-assign]
@@ -216,13 +186,9 @@ def use_cpu_kernels(model, seed: int, dropout: bool = True, use_native: bool | N
         elif use_native and isinstance(layer, paddle.nn.GELU) and not layer._approximate:
             layer.forward = native.Gelu.apply  # type: ignore[method-assign]
             switched["gelu"] += 1
-        if use_native and isinstance(layer, paddle.nn.TransformerEncoderLayer):
-            if layer.activation is F.gelu:
-                layer.activation = native.Gelu.apply  # type: ignore[assignment]
-                switched["gelu"] += 1
-            if dropout and _fusable(layer):
-                layer.forward = partial(_encoder_layer, layer, drop)  # type: ignore[method-assign]
-                switched["encoder_layer"] += 1
+        if use_native and isinstance(layer, paddle.nn.TransformerEncoderLayer) and layer.activation is F.gelu:
+            layer.activation = native.Gelu.apply  # type: ignore[assignment]
+            switched["gelu"] += 1
         if not dropout:
             continue
         if _plain_dropout(layer):

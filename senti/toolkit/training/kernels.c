@@ -2,10 +2,9 @@
  *
  * Built on first use by senti/toolkit/training/native.py (cc -O3 -march=native -fopenmp-simd) and called through
  * ctypes on the buffers of Paddle tensors. Each replaces Paddle CPU kernels that measured far slower than PyTorch's on
- * the same shapes (docs/results/training-speed.md): a Linear's bias and its gradient, GELU (with the dropout after
- * it), layer norm (with the residual and dropout before it), dropout, and the attention core, whose heads are read and
- * written in place inside [batch, tokens, heads x head width] by MKL's batched sgemm (from Paddle's wheel), so no head
- * is split, transposed or merged by a copy.
+ * the same shapes (docs/results/training-speed.md): a Linear's bias and its gradient, GELU, layer norm, dropout, and
+ * the attention core, whose heads are read and written in place inside [batch, tokens, heads x head width] by MKL's
+ * batched sgemm (from Paddle's wheel), so no head is split, transposed or merged by a copy.
  *
  * Threads: the matrix products run on MKL's threads, as Paddle's own do; the element-wise loops run on the calling
  * thread, vectorized. A second thread pool for the loops (OpenMP) measured slower in a whole training step than one
@@ -60,23 +59,6 @@ void senti_dropout_bwd(const float *dy, const uint8_t *keep, float *dx, int64_t 
     for (int64_t i = 0; i < n; i++) dx[i] = keep[i] ? dy[i] * scale : 0.0f;
 }
 
-/* ---- residual + dropout: h = r + x * keep / (1 - p), before a layer norm (p = 0: no dropout, keep unused) ---- */
-void senti_dropout_add(const float *r, const float *x, float *h, uint8_t *keep, int64_t n, float p, uint64_t seed) {
-    const uint32_t threshold = drop_threshold(p);
-    const float scale = 1.0f / (1.0f - p);
-    if (p == 0.0f) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; i++) h[i] = r[i] + x[i];
-        return;
-    }
-#pragma omp simd
-    for (int64_t i = 0; i < n; i++) {
-        uint8_t k = keep_hash(seed + (uint64_t)i) >= threshold;
-        keep[i] = k;
-        h[i] = r[i] + (k ? x[i] * scale : 0.0f);
-    }
-}
-
 /* ---- a Linear's bias: y[r, :] += bias, and its gradient, the column sums of dy ---- */
 void senti_bias_add(float *y, const float *bias, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++) {
@@ -108,24 +90,6 @@ static inline float gelu_slope(float x) {
 void senti_gelu_bwd(const float *x, const float *dy, float *dx, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_slope(x[i]);
-}
-
-/* GELU then dropout in one pass: y = gelu(x) * keep / (1 - p) */
-void senti_gelu_dropout_fwd(const float *x, float *y, uint8_t *keep, int64_t n, float p, uint64_t seed) {
-    const uint32_t threshold = drop_threshold(p);
-    const float scale = 1.0f / (1.0f - p);
-#pragma omp simd
-    for (int64_t i = 0; i < n; i++) {
-        uint8_t k = keep_hash(seed + (uint64_t)i) >= threshold;
-        keep[i] = k;
-        y[i] = k ? scale * 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f)) : 0.0f;
-    }
-}
-
-void senti_gelu_dropout_bwd(const float *x, const float *dy, const uint8_t *keep, float *dx, int64_t n, float p) {
-    const float scale = 1.0f / (1.0f - p);
-#pragma omp simd
-    for (int64_t i = 0; i < n; i++) dx[i] = keep[i] ? scale * dy[i] * gelu_slope(x[i]) : 0.0f;
 }
 
 /* ---- layer norm over the last axis (width `cols`), with the row means and 1/std kept for the backward ---- */

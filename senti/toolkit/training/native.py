@@ -39,11 +39,8 @@ _u = ctypes.c_uint64
 SIGNATURES = {
     "senti_dropout_fwd": [_f, _f, _f, _n, _x, _u],
     "senti_dropout_bwd": [_f, _f, _f, _n, _x],
-    "senti_dropout_add": [_f, _f, _f, _f, _n, _x, _u],
     "senti_bias_add": [_f, _f, _n, _n],
     "senti_column_sum": [_f, _f, _n, _n],
-    "senti_gelu_dropout_fwd": [_f, _f, _f, _n, _x, _u],
-    "senti_gelu_dropout_bwd": [_f, _f, _f, _f, _n, _x],
     "senti_gelu_fwd": [_f, _f, _n],
     "senti_gelu_bwd": [_f, _f, _f, _n],
     "senti_layer_norm_fwd": [_f, _f, _f, _f, _f, _f, _n, _n, _x],
@@ -186,68 +183,6 @@ class Linear(PyLayer):
             grad_bias = paddle.empty([grad_rows.shape[1]], "float32")
             load().senti_column_sum(_ptr(grad_rows), _ptr(grad_bias), grad_rows.shape[0], grad_rows.shape[1])
         return grad_x, grad_weight, grad_bias
-
-
-class AddNorm(PyLayer):
-    """layer_norm(residual + dropout(x)) over the last axis, as a post-norm Transformer layer ends each block."""
-
-    @staticmethod
-    def forward(ctx, residual, x, weight, bias, eps: float, p: float, seeds: Seeds):
-        lib = load()
-        residual, x = _ready(residual), _ready(x)
-        cols = x.shape[-1]
-        rows = x.size // cols
-        h = paddle.empty(x.shape, "float32")
-        keep = paddle.empty(x.shape if p > 0 else [1], "uint8")
-        lib.senti_dropout_add(_ptr(residual), _ptr(x), _ptr(h), _ptr(keep), x.size, p, seeds.next() if p > 0 else 0)
-        y = paddle.empty(x.shape, "float32")
-        mean = paddle.empty([rows], "float32")
-        rstd = paddle.empty([rows], "float32")
-        lib.senti_layer_norm_fwd(_ptr(h), _ptr(weight), _ptr(bias), _ptr(y), _ptr(mean), _ptr(rstd), rows, cols, eps)
-        ctx.save_for_backward(h, weight, mean, rstd, keep)
-        ctx.p = p
-        ctx.wanted = (not weight.stop_gradient, not bias.stop_gradient)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        h, weight, mean, rstd, keep = ctx.saved_tensor()
-        lib = load()
-        grad = _ready(grad)
-        cols = h.shape[-1]
-        dh = paddle.empty(h.shape, "float32")
-        dweight = paddle.empty([cols], "float32")
-        dbias = paddle.empty([cols], "float32")
-        lib.senti_layer_norm_bwd(_ptr(grad), _ptr(h), _ptr(weight), _ptr(mean), _ptr(rstd), _ptr(dh), _ptr(dweight),
-                                 _ptr(dbias), h.size // cols, cols)
-        dx = dh
-        if ctx.p > 0:
-            dx = paddle.empty(h.shape, "float32")
-            lib.senti_dropout_bwd(_ptr(dh), _ptr(keep), _ptr(dx), h.size, ctx.p)
-        want_weight, want_bias = ctx.wanted
-        return dh, dx, dweight if want_weight else None, dbias if want_bias else None
-
-
-class GeluDropout(PyLayer):
-    """dropout(gelu(x)), GELU in its exact (erf) form, in one pass each way."""
-
-    @staticmethod
-    def forward(ctx, x, p: float, seeds: Seeds):
-        x = _ready(x)
-        y = paddle.empty(x.shape, "float32")
-        keep = paddle.empty(x.shape, "uint8")
-        load().senti_gelu_dropout_fwd(_ptr(x), _ptr(y), _ptr(keep), x.size, p, seeds.next())
-        ctx.save_for_backward(x, keep)
-        ctx.p = p
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, keep = ctx.saved_tensor()
-        grad = _ready(grad)
-        out = paddle.empty(x.shape, "float32")
-        load().senti_gelu_dropout_bwd(_ptr(x), _ptr(grad), _ptr(keep), _ptr(out), x.size, ctx.p)
-        return out
 
 
 class Gelu(PyLayer):

@@ -132,56 +132,6 @@ def test_linear_is_paddles_and_a_frozen_bias_gets_no_gradient():
     assert layer.bias.grad is None and layer.weight.grad is not None
 
 
-@pytest.mark.parametrize("p", [0.0, 0.3])
-def test_add_norm_is_a_dropout_a_residual_and_a_layer_norm(p):
-    """The fused block end against its parts; the dropout's mask is the one `Dropout` draws from the same seed."""
-    paddle.seed(10)
-    layer = paddle.nn.LayerNorm(16)
-    layer.weight.set_value(paddle.randn([16]))
-    r, x = paddle.randn([4, 6, 16]), paddle.randn([4, 6, 16])
-    grad = paddle.randn(x.shape)
-    got, got_grads = _grads(lambda r, x, w, b: native.AddNorm.apply(r, x, w, b, 1e-5, p, native.Seeds(11)),
-                            [r, x, layer.weight, layer.bias], grad)
-
-    def parts(r, x, w, b):
-        dropped = native.Dropout.apply(x, p, native.Seeds(11)) if p else x
-        return F.layer_norm(r + dropped, [16], w, b, 1e-5)
-
-    want, want_grads = _grads(parts, [r, x, layer.weight, layer.bias], grad)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
-    for g, w in zip(got_grads, want_grads):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
-
-
-def test_gelu_dropout_is_a_gelu_then_a_dropout():
-    paddle.seed(12)
-    x = paddle.randn([5, 7, 33])
-    grad = paddle.randn(x.shape)
-    got, (dx,) = _grads(lambda x: native.GeluDropout.apply(x, 0.2, native.Seeds(13)), [x], grad)
-    want, (want_dx,) = _grads(lambda x: native.Dropout.apply(F.gelu(x), 0.2, native.Seeds(13)), [x], grad)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
-    np.testing.assert_allclose(dx, want_dx, rtol=1e-5, atol=2e-6)
-
-
-@pytest.mark.parametrize("dropout", [0.0, 0.1])
-def test_an_encoder_layer_is_fused_only_where_its_parts_are_plain(dropout):
-    from senti.toolkit.training.cpu_kernels import use_cpu_kernels
-
-    paddle.seed(14)
-    plain = paddle.nn.TransformerEncoderLayer(16, 2, 32, dropout=dropout, activation="gelu")
-    before = paddle.nn.TransformerEncoderLayer(16, 2, 32, dropout=dropout, activation="gelu", normalize_before=True)
-    x = paddle.randn([2, 5, 16])
-    plain.eval(), before.eval()
-    want = [plain(x).numpy(), before(x).numpy()]
-    assert use_cpu_kernels(plain, 0, use_native=True)["encoder_layer"] == 1
-    assert use_cpu_kernels(before, 0, use_native=True)["encoder_layer"] == 0  # pre-norm: Paddle's own order
-    for layer, w in zip((plain, before), want):
-        np.testing.assert_allclose(layer(x).numpy(), w, rtol=1e-5, atol=1e-5)
-    plain.train()
-    trained = [plain(x).numpy() for _ in range(2)]
-    assert np.allclose(trained[0], trained[1]) == (dropout == 0)
-
-
 def test_an_ernie_trains_the_same_with_the_c_kernels():
     """Ten AdamW steps of a small ERNIE without dropout from one start: the C kernels end where Paddle's do."""
     from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
