@@ -29,9 +29,9 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
                    budget_s: float | None = None) -> list[dict]:
     """One record per (mode, precision, batch size); `make_model()` returns a fresh classifier.
 
-    Modes: `dynamic`, senti train's default path (on a CPU with `cpu_kernels`: Linears through `Dense`, dropout by
-    `MaskDropout`); `dynamic-paddle`, the same with Paddle's own kernels (the path they replaced, kept for the
-    comparison); `to_static`.
+    Modes: `dynamic`, senti train's default path (on a CPU with `cpu_kernels`: senti's C kernels, or its Python
+    kernels where no C compiler is found); `dynamic-paddle`, the same with Paddle's own kernels (the path they
+    replaced, kept for the comparison); `to_static`.
 
     Each configuration times `steps` steps, or fewer (at least 3) once its timed steps pass `budget_s`.
     """

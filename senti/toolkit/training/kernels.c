@@ -15,7 +15,6 @@
  */
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 /* MKL's CBLAS (LP64), as exported by Paddle's libmklml_intel.so. */
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
@@ -146,10 +145,9 @@ typedef struct {
     int batch, tokens, heads, width;
 } Shape;
 
-/* The address of every head's block: in a [batch, tokens, heads * width] tensor, or (width 0) the [tokens, tokens]
- * squares of a [batch, heads, tokens, tokens] one. */
-static const float **heads_of(const float *base, Shape s, int square) {
-    const float **at = malloc(sizeof(float *) * s.batch * s.heads);
+/* The address of every head's block, in at[0 .. batch x heads): in a [batch, tokens, heads * width] tensor, or
+ * (square) the [tokens, tokens] squares of a [batch, heads, tokens, tokens] one. Returns `at`. */
+static const float **heads_of(const float *base, Shape s, int square, const float **at) {
     for (int bh = 0; bh < s.batch * s.heads; bh++)
         at[bh] = square ? base + (int64_t)bh * s.tokens * s.tokens
                         : base + (int64_t)(bh / s.heads) * s.tokens * s.heads * s.width + (int64_t)(bh % s.heads) * s.width;
@@ -171,14 +169,17 @@ static void dropped(const float *probs, const uint8_t *keep, float *to, int64_t 
     for (int64_t i = 0; i < n; i++) to[i] = keep[i] ? probs[i] * scale : 0.0f;
 }
 
+/* Scratch, allocated by the caller (Paddle): `weights`, [batch, heads, tokens, tokens] floats when p > 0 (the dropped
+ * probabilities; unused otherwise), and `slots`, room for 6 (forward) or 9 (backward) x batch x heads addresses. */
 void senti_attention_fwd(const float *q, const float *k, const float *v, const float *mask, float *out, float *probs,
-                         uint8_t *keep, int batch, int tokens, int heads, int width, float scale, float p,
-                         uint64_t seed) {
+                         uint8_t *keep, float *weights, const float **slots, int batch, int tokens, int heads,
+                         int width, float scale, float p, uint64_t seed) {
     const Shape s = {batch, tokens, heads, width};
     const int row = heads * width;
     const int64_t all = (int64_t)batch * heads * tokens * tokens;
-    const float **qh = heads_of(q, s, 0), **kh = heads_of(k, s, 0), **vh = heads_of(v, s, 0);
-    const float **oh = heads_of(out, s, 0), **ph = heads_of(probs, s, 1);
+    const int n = batch * heads;
+    const float **qh = heads_of(q, s, 0, slots), **kh = heads_of(k, s, 0, slots + n), **vh = heads_of(v, s, 0, slots + 2 * n);
+    const float **oh = heads_of(out, s, 0, slots + 3 * n), **ph = heads_of(probs, s, 1, slots + 4 * n);
     every_head(s, NO_TRANS, TRANS, tokens, tokens, width, scale, qh, row, kh, row, ph, tokens);
     for (int64_t i = 0; i < (int64_t)batch * heads * tokens; i++) { /* each query's row of scores */
         float *si = probs + i * tokens;
@@ -199,35 +200,31 @@ void senti_attention_fwd(const float *q, const float *k, const float *v, const f
 #pragma omp simd
         for (int j = 0; j < tokens; j++) si[j] *= inv;
     }
-    float *weights = probs;
     if (p > 0.0f) {
         const uint32_t threshold = drop_threshold(p);
 #pragma omp simd
         for (int64_t i = 0; i < all; i++) keep[i] = keep_hash(seed + (uint64_t)i) >= threshold;
-        weights = malloc(sizeof(float) * all);
         dropped(probs, keep, weights, all, p);
     }
-    const float **wh = heads_of(weights, s, 1);
+    const float **wh = heads_of(p > 0.0f ? weights : probs, s, 1, slots + 5 * n);
     every_head(s, NO_TRANS, NO_TRANS, tokens, width, tokens, 1.0f, wh, tokens, vh, row, oh, row);
-    if (weights != probs) free(weights);
-    free(qh), free(kh), free(vh), free(oh), free(ph), free(wh);
 }
 
+/* Scratch, allocated by the caller: `grad`, [batch, heads, tokens, tokens] floats; `weights`, the same when p > 0;
+ * `slots`, room for 9 x batch x heads addresses. */
 void senti_attention_bwd(const float *dout, const float *q, const float *k, const float *v, const float *probs,
-                         const uint8_t *keep, float *dq, float *dk, float *dv, int batch, int tokens, int heads,
-                         int width, float scale, float p) {
+                         const uint8_t *keep, float *dq, float *dk, float *dv, float *grad, float *weights,
+                         const float **slots, int batch, int tokens, int heads, int width, float scale, float p) {
     const Shape s = {batch, tokens, heads, width};
     const int row = heads * width;
     const int64_t all = (int64_t)batch * heads * tokens * tokens;
-    float *grad = malloc(sizeof(float) * all);
-    float *weights = (float *)probs;
-    if (p > 0.0f) {
-        weights = malloc(sizeof(float) * all);
-        dropped(probs, keep, weights, all, p);
-    }
-    const float **qh = heads_of(q, s, 0), **kh = heads_of(k, s, 0), **vh = heads_of(v, s, 0);
-    const float **doh = heads_of(dout, s, 0), **dqh = heads_of(dq, s, 0), **dkh = heads_of(dk, s, 0);
-    const float **dvh = heads_of(dv, s, 0), **gh = heads_of(grad, s, 1), **wh = heads_of(weights, s, 1);
+    if (p > 0.0f) dropped(probs, keep, weights, all, p);
+    const int n = batch * heads;
+    const float **qh = heads_of(q, s, 0, slots), **kh = heads_of(k, s, 0, slots + n), **vh = heads_of(v, s, 0, slots + 2 * n);
+    const float **doh = heads_of(dout, s, 0, slots + 3 * n), **dqh = heads_of(dq, s, 0, slots + 4 * n);
+    const float **dkh = heads_of(dk, s, 0, slots + 5 * n), **dvh = heads_of(dv, s, 0, slots + 6 * n);
+    const float **gh = heads_of(grad, s, 1, slots + 7 * n);
+    const float **wh = heads_of(p > 0.0f ? weights : probs, s, 1, slots + 8 * n);
     /* the gradient of the weights after dropout, then of v */
     every_head(s, NO_TRANS, TRANS, tokens, tokens, width, 1.0f, doh, row, vh, row, gh, tokens);
     every_head(s, TRANS, NO_TRANS, tokens, width, tokens, 1.0f, wh, tokens, doh, row, dvh, row);
@@ -244,7 +241,4 @@ void senti_attention_bwd(const float *dout, const float *q, const float *k, cons
     }
     every_head(s, NO_TRANS, NO_TRANS, tokens, width, tokens, scale, gh, tokens, kh, row, dqh, row);
     every_head(s, TRANS, NO_TRANS, tokens, width, tokens, scale, gh, tokens, qh, row, dkh, row);
-    if (weights != probs) free(weights);
-    free(grad);
-    free(qh), free(kh), free(vh), free(doh), free(dqh), free(dkh), free(dvh), free(gh), free(wh);
 }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -25,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import paddle
 from paddle.autograd import PyLayer
+
+from senti.core.runtime import cpu_info
 
 log = logging.getLogger(__name__)
 
@@ -45,23 +48,13 @@ SIGNATURES = {
     "senti_gelu_bwd": [_f, _f, _f, _n],
     "senti_layer_norm_fwd": [_f, _f, _f, _f, _f, _f, _n, _n, _x],
     "senti_layer_norm_bwd": [_f, _f, _f, _f, _f, _f, _f, _f, _n, _n],
-    "senti_attention_fwd": [_f, _f, _f, _f, _f, _f, _f, _i, _i, _i, _i, _x, _x, _u],
-    "senti_attention_bwd": [_f, _f, _f, _f, _f, _f, _f, _f, _f, _i, _i, _i, _i, _x, _x],
+    "senti_attention_fwd": [_f, _f, _f, _f, _f, _f, _f, _f, _f, _i, _i, _i, _i, _x, _x, _u],
+    "senti_attention_bwd": [_f, _f, _f, _f, _f, _f, _f, _f, _f, _f, _f, _f, _i, _i, _i, _i, _x, _x],
 }
 
 
 def cache_folder() -> Path:
     return Path(os.environ.get("SENTI_CACHE") or Path.home() / ".cache" / "senti") / "kernels"
-
-
-def _cpu_flags() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line
-    except OSError:
-        pass
-    return ""
 
 
 def _mkl_folder() -> Path:
@@ -77,7 +70,7 @@ def build(folder: Path | None = None) -> Path:
     mkl = _mkl_folder()
     if not (mkl / "libmklml_intel.so").exists():
         raise RuntimeError(f"Paddle's MKL is not at {mkl / 'libmklml_intel.so'}")
-    key = hashlib.sha256("\n".join([SOURCE.read_text(), compiler, " ".join(FLAGS), str(mkl), _cpu_flags()])
+    key = hashlib.sha256("\n".join([SOURCE.read_text(), compiler, " ".join(FLAGS), str(mkl), json.dumps(cpu_info())])
                          .encode()).hexdigest()[:16]
     folder = folder or cache_folder()
     target = folder / f"senti-kernels-{key}.so"
@@ -88,7 +81,7 @@ def build(folder: Path | None = None) -> Path:
         built = Path(tmp) / target.name
         command = [compiler, *FLAGS, str(SOURCE), "-o", str(built), f"-L{mkl}", "-l:libmklml_intel.so",
                    f"-Wl,-rpath,{mkl}", "-lmvec", "-lm"]
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
             raise RuntimeError(f"building {SOURCE.name} failed: {first}")
@@ -103,7 +96,7 @@ def load():
         return None
     try:
         library = ctypes.CDLL(str(build()))
-    except (RuntimeError, OSError) as error:
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
         log.warning("senti's C training kernels are off (%s); training uses the Python kernels", error)
         return None
     for name, arguments in SIGNATURES.items():
@@ -247,9 +240,12 @@ class Attention(PyLayer):
         out = paddle.empty(q.shape, "float32")
         probs = paddle.empty([batch, heads, tokens, tokens], "float32")
         keep = paddle.empty([batch, heads, tokens, tokens] if p > 0 else [1], "uint8")
+        weights = paddle.empty([batch, heads, tokens, tokens] if p > 0 else [1], "float32")  # scratch
+        slots = paddle.empty([6 * batch * heads], "int64")  # scratch: the heads' addresses
         mask_ptr = None if mask is None else _ptr(mask)
-        load().senti_attention_fwd(_ptr(q), _ptr(k), _ptr(v), mask_ptr, _ptr(out), _ptr(probs), _ptr(keep), batch,
-                                   tokens, heads, row // heads, scale, p, seeds.next() if p > 0 else 0)
+        load().senti_attention_fwd(_ptr(q), _ptr(k), _ptr(v), mask_ptr, _ptr(out), _ptr(probs), _ptr(keep),
+                                   _ptr(weights), _ptr(slots), batch, tokens, heads, row // heads, scale, p,
+                                   seeds.next() if p > 0 else 0)
         ctx.save_for_backward(q, k, v, probs, keep)
         ctx.shape = (batch, tokens, heads, row // heads, scale, p)
         ctx.masked = mask is not None
@@ -261,6 +257,10 @@ class Attention(PyLayer):
         batch, tokens, heads, width, scale, p = ctx.shape
         grad = _ready(grad)
         dq, dk, dv = (paddle.empty(q.shape, "float32") for _ in range(3))
+        scratch = paddle.empty(probs.shape, "float32")
+        weights = paddle.empty(probs.shape if p > 0 else [1], "float32")
+        slots = paddle.empty([9 * batch * heads], "int64")
         load().senti_attention_bwd(_ptr(grad), _ptr(q), _ptr(k), _ptr(v), _ptr(probs), _ptr(keep), _ptr(dq),
-                                   _ptr(dk), _ptr(dv), batch, tokens, heads, width, scale, p)
+                                   _ptr(dk), _ptr(dv), _ptr(scratch), _ptr(weights), _ptr(slots), batch, tokens,
+                                   heads, width, scale, p)
         return (dq, dk, dv, None) if ctx.masked else (dq, dk, dv)
