@@ -165,17 +165,25 @@ class Linear(PyLayer):
 
     @staticmethod
     def backward(ctx, grad):
-        rows, weight = ctx.saved_tensor()
-        grad_rows = _ready(grad).reshape([-1, grad.shape[-1]])
-        want_x, want_weight, want_bias = ctx.wanted  # a frozen input gets no gradient (None)
-        grad_x = (paddle.matmul(grad_rows, weight, transpose_y=True).reshape(grad.shape[:-1] + [weight.shape[0]])
-                  if want_x else None)
-        grad_weight = paddle.matmul(rows, grad_rows, transpose_x=True) if want_weight else None
-        grad_bias = None
-        if want_bias:
-            grad_bias = paddle.empty([grad_rows.shape[1]], "float32")
-            load().senti_column_sum(_ptr(grad_rows), _ptr(grad_bias), grad_rows.shape[0], grad_rows.shape[1])
-        return grad_x, grad_weight, grad_bias
+        return linear_grads(ctx, _ready(grad), _column_sum)
+
+
+def _column_sum(rows):
+    out = paddle.empty([rows.shape[1]], "float32")
+    load().senti_column_sum(_ptr(rows), _ptr(out), rows.shape[0], rows.shape[1])
+    return out
+
+
+def linear_grads(ctx, grad, column_sum):
+    """The gradients of y = x @ weight + bias for a PyLayer that saved (x's rows, weight) and `ctx.wanted`: matrix
+    products for x and the weight, `column_sum(grad's rows)` for the bias; None for a frozen input."""
+    rows, weight = ctx.saved_tensor()
+    grad_rows = grad.reshape([-1, grad.shape[-1]])
+    want_x, want_weight, want_bias = ctx.wanted
+    grad_x = (paddle.matmul(grad_rows, weight, transpose_y=True).reshape(grad.shape[:-1] + [weight.shape[0]])
+              if want_x else None)
+    grad_weight = paddle.matmul(rows, grad_rows, transpose_x=True) if want_weight else None
+    return grad_x, grad_weight, column_sum(grad_rows) if want_bias else None
 
 
 class Gelu(PyLayer):
