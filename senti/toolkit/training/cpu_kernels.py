@@ -1,5 +1,8 @@
-"""Training on the CPU with fewer of Paddle's slow kernels: Linear layers in matrix products only, and dropout
-with masks drawn by NumPy.
+"""Training on the CPU without Paddle's slow kernels: senti's C kernels (native.py, kernels.c) where a C compiler
+is found, else the Python kernels below (Linear layers in matrix products only, dropout with masks drawn by NumPy).
+
+The C kernels replace a Linear's bias and its gradient, GELU, layer norm, dropout and the attention core (a 4l-312h
+step 3.0x faster than with Paddle's kernels, docs/results/training-speed.md). The Python kernels, about 1.2x:
 
 A `paddle.nn.Linear` is a matmul and a broadcast add; its backward sums the output's gradient over every token for
 the bias. On the CPU, Paddle's column sum is slow: over a [4096, 1248] gradient it took 43.6 ms where the matmul
@@ -15,9 +18,9 @@ Paddle's CPU dropout draws each element's mask one at a time from a Mersenne twi
 generator in one call (a drop where they fall under p x 65,536, so p is kept to 1/65,536) and multiplies: 17.8 ms.
 Its generator is seeded from the run's seed, so a run stays reproducible.
 
-`use_cpu_kernels(model, seed)` switches every Linear with a bias, every `paddle.nn.Dropout` and the attention
-weights' dropout of every `paddle.nn.MultiHeadAttention` to these, for training on the CPU only: on a GPU the add,
-the sum and the mask are cheap. The layers and their parameters are unchanged, so checkpoints, export and inference
+`use_cpu_kernels(model, seed)` switches every Linear with a bias, every `paddle.nn.Dropout` and every
+`paddle.nn.MultiHeadAttention` (with the C kernels also every LayerNorm and GELU) to these, for training on the CPU
+only: on a GPU Paddle's own kernels are fast. The layers and their parameters are unchanged, so checkpoints, export and inference
 see an ordinary model.
 """
 
@@ -168,9 +171,11 @@ def use_cpu_kernels(model, seed: int, dropout: bool = True, use_native: bool | N
     """Switch `model`'s layers to the kernels above; returns how many of each were switched. `seed` seeds the
     dropout masks. Linears with a bias go through `Dense`; unless `dropout` is False, dropouts and the attention
     weights' dropouts through senti's (C when `use_native`, else MaskDropout); with `use_native` (the default where
-    the C kernels build) also layer norms, GELU activations and the attention core through the C kernels."""
+    the C kernels build) also layer norms, GELU activations and the attention core through the C kernels. The C
+    kernels compute in float32 only: a model with parameters of another type gets the Python kernels."""
     if use_native is None:
         use_native = native.load() is not None
+    use_native = use_native and all(p.dtype == paddle.float32 for p in model.parameters())
     drop = _dropper(seed, use_native)
     switched = {"linear": 0, "dropout": 0, "attention": 0, "layer_norm": 0, "gelu": 0}
     for layer in model.sublayers(include_self=True):

@@ -228,7 +228,7 @@ class Run(Generic[Settings]):
         import paddle
 
         self.prepare()
-        if self.device == "cpu":  # Linears in matrix products, dropout masks from NumPy: Paddle's CPU kernels are slow
+        if self.device == "cpu":  # senti's C kernels (or its Python ones): Paddle's CPU kernels are slow
             from senti.toolkit.training.cpu_kernels import use_cpu_kernels
 
             use_cpu_kernels(self.model, self.config.seed + self.rank)

@@ -187,3 +187,19 @@ def test_without_a_compiler_training_falls_back_to_the_python_kernels_with_one_l
     assert "'layer_norm': 0" in done.stdout and "'attention': 1" in done.stdout and "'linear': 6" in done.stdout
     notes = [line for line in done.stderr.splitlines() if "C training kernels are off" in line]
     assert len(notes) == 1 and "no C compiler ('no-such-compiler-here' not found on PATH)" in notes[0]
+
+
+def test_a_float64_model_gets_the_python_kernels_and_stays_float64():
+    """The C kernels read float32 buffers: a float64 model switched to them would have mixed types."""
+    from senti.toolkit.training.cpu_kernels import use_cpu_kernels
+
+    paddle.seed(15)
+    model = paddle.nn.Sequential(paddle.nn.Linear(6, 8), paddle.nn.GELU(), paddle.nn.LayerNorm(8))
+    model.to(dtype="float64")
+    x = paddle.randn([3, 6], dtype="float64")
+    want = model(x).numpy()
+    switched = use_cpu_kernels(model, 0)
+    assert switched["linear"] == 1 and switched["layer_norm"] == 0 and switched["gelu"] == 0
+    out = model(x)
+    assert out.dtype == paddle.float64
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-10, atol=1e-12)
