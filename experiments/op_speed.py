@@ -18,28 +18,42 @@ import subprocess
 B, L, H, INNER, HEADS = 32, 128, 312, 1248, 12
 
 
+def _paddle_inputs():
+    """The activations (needing gradients) and layers both Paddle columns time: x [B, L, H], h [B, L, INNER]."""
+    import paddle
+
+    x = paddle.randn([B, L, H])
+    h = paddle.randn([B, L, INNER])
+    for t in (x, h):
+        t.stop_gradient = False
+    return x, h, paddle.nn.Linear(H, INNER), paddle.nn.LayerNorm(H)
+
+
+def _without_gradients(fn):
+    import paddle
+
+    def call():
+        with paddle.no_grad():
+            fn()
+
+    return call
+
+
 def paddle_ops() -> dict:
     import paddle
     import paddle.nn.functional as F
 
-    x = paddle.randn([B, L, H])
-    h = paddle.randn([B, L, INNER])
+    x, h, linear, norm = _paddle_inputs()
     a = paddle.randn([B, HEADS, L, H // HEADS])
-    for t in (x, h, a):
-        t.stop_gradient = False
-    linear, norm = paddle.nn.Linear(H, INNER), paddle.nn.LayerNorm(H)
+    a.stop_gradient = False
 
     def attention():
         probs = F.softmax(paddle.matmul(a, a, transpose_y=True) * 0.2, -1)
         paddle.matmul(probs, a).sum().backward()
 
-    def linear_forward():
-        with paddle.no_grad():
-            linear(x)
-
     return {
         "Linear 312->1248": lambda: linear(x).sum().backward(),
-        "Linear 312->1248, forward only": linear_forward,
+        "Linear 312->1248, forward only": _without_gradients(lambda: linear(x)),
         "dropout 0.1 on [32,128,1248]": lambda: F.dropout(h, 0.1, training=True).sum().backward(),
         "GELU (erf)": lambda: F.gelu(h).sum().backward(),
         "GELU (tanh)": lambda: F.gelu(h, approximate=True).sum().backward(),
@@ -53,32 +67,22 @@ def paddle_ops() -> dict:
 
 def senti_ops() -> dict:
     """The same operators through senti's C kernels (senti.toolkit.training.native), where senti has one; the
-    attention core reads its heads in place from [32, 128, 312], so it has no head split to time."""
-    import paddle
-
+    attention core reads its heads in place from [32, 128, 312] (x as query, key and value), so it has no head
+    split to time."""
     from senti.toolkit.training import native
 
     if native.load() is None:
         return {}
     seeds = native.Seeds(0)
-    x = paddle.randn([B, L, H])
-    h = paddle.randn([B, L, INNER])
-    q = paddle.randn([B, L, H])
-    for t in (x, h, q):
-        t.stop_gradient = False
-    linear, norm = paddle.nn.Linear(H, INNER), paddle.nn.LayerNorm(H)
-
-    def linear_forward():
-        with paddle.no_grad():
-            native.Linear.apply(x, linear.weight, linear.bias)
-
+    x, h, linear, norm = _paddle_inputs()
     return {
         "Linear 312->1248": lambda: native.Linear.apply(x, linear.weight, linear.bias).sum().backward(),
-        "Linear 312->1248, forward only": linear_forward,
+        "Linear 312->1248, forward only": _without_gradients(
+            lambda: native.Linear.apply(x, linear.weight, linear.bias)),
         "dropout 0.1 on [32,128,1248]": lambda: native.Dropout.apply(h, 0.1, seeds).sum().backward(),
         "GELU (erf)": lambda: native.Gelu.apply(h).sum().backward(),
         "layer norm": lambda: native.LayerNorm.apply(x, norm.weight, norm.bias, 1e-5).sum().backward(),
-        "attention core": lambda: native.Attention.apply(q, q, q, None, HEADS, 0.2, 0.0, seeds).sum().backward(),
+        "attention core": lambda: native.Attention.apply(x, x, x, None, HEADS, 0.2, 0.0, seeds).sum().backward(),
     }
 
 

@@ -97,15 +97,21 @@ def import_paddle():
     return paddle
 
 
-@lru_cache(maxsize=1)
-def paddle_mkl():
-    """The MKL inside Paddle's wheel (ctypes), or None where the wheel has none (a GPU or ARM build)."""
-    import ctypes
-
+def paddle_mkl_path() -> Path | None:
+    """The MKL library inside Paddle's wheel, or None where the wheel has none (a GPU or ARM build)."""
     import paddle
 
     path = Path(paddle.__file__).parent / "libs" / "libmklml_intel.so"
-    return ctypes.CDLL(str(path)) if path.exists() else None
+    return path if path.exists() else None
+
+
+@lru_cache(maxsize=1)
+def paddle_mkl():
+    """`paddle_mkl_path()` loaded by ctypes, or None."""
+    import ctypes
+
+    path = paddle_mkl_path()
+    return ctypes.CDLL(str(path)) if path is not None else None
 
 
 @contextmanager

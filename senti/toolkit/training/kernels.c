@@ -163,12 +163,6 @@ static void every_head(Shape s, int trans_a, int trans_b, int m, int n, int k, f
                       &count);
 }
 
-static void dropped(const float *probs, const uint8_t *keep, float *to, int64_t n, float p) {
-    const float scale = 1.0f / (1.0f - p);
-#pragma omp simd
-    for (int64_t i = 0; i < n; i++) to[i] = keep[i] ? probs[i] * scale : 0.0f;
-}
-
 /* Scratch, allocated by the caller (Paddle): `weights`, [batch, heads, tokens, tokens] floats when p > 0 (the dropped
  * probabilities; unused otherwise), and `slots`, room for 6 (forward) or 9 (backward) x batch x heads addresses. */
 void senti_attention_fwd(const float *q, const float *k, const float *v, const float *mask, float *out, float *probs,
@@ -200,12 +194,7 @@ void senti_attention_fwd(const float *q, const float *k, const float *v, const f
 #pragma omp simd
         for (int j = 0; j < tokens; j++) si[j] *= inv;
     }
-    if (p > 0.0f) {
-        const uint32_t threshold = drop_threshold(p);
-#pragma omp simd
-        for (int64_t i = 0; i < all; i++) keep[i] = keep_hash(seed + (uint64_t)i) >= threshold;
-        dropped(probs, keep, weights, all, p);
-    }
+    if (p > 0.0f) senti_dropout_fwd(probs, weights, keep, all, p, seed);
     const float **wh = heads_of(p > 0.0f ? weights : probs, s, 1, slots + 5 * n);
     every_head(s, NO_TRANS, NO_TRANS, tokens, width, tokens, 1.0f, wh, tokens, vh, row, oh, row);
 }
@@ -218,7 +207,7 @@ void senti_attention_bwd(const float *dout, const float *q, const float *k, cons
     const Shape s = {batch, tokens, heads, width};
     const int row = heads * width;
     const int64_t all = (int64_t)batch * heads * tokens * tokens;
-    if (p > 0.0f) dropped(probs, keep, weights, all, p);
+    if (p > 0.0f) senti_dropout_bwd(probs, keep, weights, all, p); /* the dropped weights again, as in the forward */
     const int n = batch * heads;
     const float **qh = heads_of(q, s, 0, slots), **kh = heads_of(k, s, 0, slots + n), **vh = heads_of(v, s, 0, slots + 2 * n);
     const float **doh = heads_of(dout, s, 0, slots + 3 * n), **dqh = heads_of(dq, s, 0, slots + 4 * n);
@@ -229,7 +218,7 @@ void senti_attention_bwd(const float *dout, const float *q, const float *k, cons
     every_head(s, NO_TRANS, TRANS, tokens, tokens, width, 1.0f, doh, row, vh, row, gh, tokens);
     every_head(s, TRANS, NO_TRANS, tokens, width, tokens, 1.0f, wh, tokens, doh, row, dvh, row);
     /* through dropout and softmax: ds = s (dp - sum(dp s)) */
-    if (p > 0.0f) dropped(grad, keep, grad, all, p);
+    if (p > 0.0f) senti_dropout_bwd(grad, keep, grad, all, p);
     for (int64_t i = 0; i < (int64_t)batch * heads * tokens; i++) {
         float *gi = grad + i * tokens;
         const float *si = probs + i * tokens;

@@ -27,7 +27,7 @@ import numpy as np
 import paddle
 from paddle.autograd import PyLayer
 
-from senti.core.runtime import cpu_info
+from senti.core.runtime import cpu_info, paddle_mkl_path
 
 log = logging.getLogger(__name__)
 
@@ -57,19 +57,16 @@ def cache_folder() -> Path:
     return Path(os.environ.get("SENTI_CACHE") or Path.home() / ".cache" / "senti") / "kernels"
 
 
-def _mkl_folder() -> Path:
-    return Path(paddle.__file__).parent / "libs"
-
-
 def build(folder: Path | None = None) -> Path:
     """Compile kernels.c into `folder` (the cache folder) unless already built; return the library's path.
     Raises RuntimeError with the compiler's first error line when the build fails."""
     compiler = os.environ.get("CC") or "cc"
     if shutil.which(compiler) is None:
         raise RuntimeError(f"no C compiler ({compiler!r} not found on PATH)")
-    mkl = _mkl_folder()
-    if not (mkl / "libmklml_intel.so").exists():
-        raise RuntimeError(f"Paddle's MKL is not at {mkl / 'libmklml_intel.so'}")
+    library = paddle_mkl_path()
+    if library is None:
+        raise RuntimeError("this Paddle wheel has no MKL (libs/libmklml_intel.so)")
+    mkl = library.parent
     key = hashlib.sha256("\n".join([SOURCE.read_text(), compiler, " ".join(FLAGS), str(mkl), json.dumps(cpu_info())])
                          .encode()).hexdigest()[:16]
     folder = folder or cache_folder()
@@ -79,7 +76,7 @@ def build(folder: Path | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder) as tmp:  # built aside, then renamed: never half-written
         built = Path(tmp) / target.name
-        command = [compiler, *FLAGS, str(SOURCE), "-o", str(built), f"-L{mkl}", "-l:libmklml_intel.so",
+        command = [compiler, *FLAGS, str(SOURCE), "-o", str(built), f"-L{mkl}", f"-l:{library.name}",
                    f"-Wl,-rpath,{mkl}", "-lmvec", "-lm"]
         done = subprocess.run(command, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
