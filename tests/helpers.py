@@ -202,3 +202,135 @@ def assert_only_own_scripts(page) -> None:
     assert scripts and "unsafe-inline" not in script_src, policy
     for body in scripts:
         assert f"'sha256-{base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()}'" in script_src
+
+
+# --- Hugging Face folders written at test time (no torch, no hub): the formats senti convert reads. ---------------
+
+_TORCH_STORAGES = {"float32": "FloatStorage", "float16": "HalfStorage", "int64": "LongStorage"}
+
+
+def _pickle_str(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return b"X" + len(raw).to_bytes(4, "little") + raw  # BINUNICODE
+
+
+def _pickle_int(value: int) -> bytes:
+    return b"J" + value.to_bytes(4, "little", signed=True)  # BININT
+
+
+def _pickle_tuple(items: list[bytes]) -> bytes:
+    return b"(" + b"".join(items) + b"t"  # MARK ... TUPLE
+
+
+def torch_state_pickle(entries: list[tuple[str, str, str, list[int], list[int], int]],
+                       rebuild: tuple[str, str] = ("torch._utils", "_rebuild_tensor_v2")) -> bytes:
+    """A `torch.save` state-dict pickle written opcode by opcode, as torch writes it (protocol 2): each entry
+    (name, storage key, dtype, size, stride, numel). `rebuild` names the function each tensor is rebuilt with."""
+    out = [b"\x80\x02", b"ccollections\nOrderedDict\n", b")R", b"("]
+    for name, key, dtype, size, stride, numel in entries:
+        storage = _pickle_tuple([_pickle_str("storage"), f"ctorch\n{_TORCH_STORAGES[dtype]}\n".encode(),
+                                 _pickle_str(key), _pickle_str("cpu"), _pickle_int(numel)]) + b"Q"  # BINPERSID
+        args = _pickle_tuple([storage, _pickle_int(0), _pickle_tuple([_pickle_int(n) for n in size]),
+                              _pickle_tuple([_pickle_int(s) for s in stride]), b"\x89",  # NEWFALSE
+                              b"ccollections\nOrderedDict\n)R"])
+        out.append(_pickle_str(name) + f"c{rebuild[0]}\n{rebuild[1]}\n".encode() + args + b"R")
+    out.append(b"u.")  # SETITEMS, STOP
+    return b"".join(out)
+
+
+def write_torch_bin(path: Path, tensors: dict, rebuild: tuple[str, str] = ("torch._utils", "_rebuild_tensor_v2"),
+                    transposed: tuple[str, ...] = ()) -> Path:
+    """A `pytorch_model.bin` in torch's zip format, without torch. Names in `transposed` are stored as torch stores
+    `w.t()`: the transposed array's bytes with swapped strides."""
+    import zipfile
+
+    import numpy as np
+
+    entries, storages = [], {}
+    for i, (name, array) in enumerate(tensors.items()):
+        array = np.asarray(array)
+        if name in transposed and array.ndim == 2:
+            data, stride = np.ascontiguousarray(array.T), [1, array.shape[0]]
+        else:
+            data, stride = np.ascontiguousarray(array), [int(np.prod(array.shape[k + 1:])) for k in range(array.ndim)]
+        storages[str(i)] = data.astype(data.dtype.newbyteorder("<")).tobytes()
+        entries.append((name, str(i), str(array.dtype), list(array.shape), stride, data.size))
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", torch_state_pickle(entries, rebuild))
+        archive.writestr("archive/byteorder", "little")
+        for key, raw in storages.items():
+            archive.writestr(f"archive/data/{key}", raw)
+        archive.writestr("archive/version", "3\n")
+    return path
+
+
+HF_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set("".join(sum(CUES.values(), [])) +
+                                                                        "".join(FILLER)))]
+
+
+def hf_bert_weights(model_type: str, layers: int, hidden: int, vocab: int, positions: int, ffn: int,
+                    seed: int = 0) -> dict:
+    """Random encoder tensors under Hugging Face's names (`bert.` or `roberta.` prefix), torch's [out, in] Linears."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    prefix = "bert." if model_type == "bert" else "roberta."
+
+    def normal(*shape, scale=0.2):
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    w = {"embeddings.word_embeddings.weight": normal(vocab, hidden),
+         "embeddings.position_embeddings.weight": normal(positions, hidden),
+         "embeddings.token_type_embeddings.weight": normal(2 if model_type == "bert" else 1, hidden),
+         "embeddings.LayerNorm.weight": 1 + normal(hidden, scale=0.1), "embeddings.LayerNorm.bias": normal(hidden),
+         "embeddings.position_ids": np.arange(positions, dtype=np.int64)[None]}
+    for i in range(layers):
+        p = f"encoder.layer.{i}."
+        for name, (out, inp) in {"attention.self.query": (hidden, hidden), "attention.self.key": (hidden, hidden),
+                                 "attention.self.value": (hidden, hidden),
+                                 "attention.output.dense": (hidden, hidden), "intermediate.dense": (ffn, hidden),
+                                 "output.dense": (hidden, ffn)}.items():
+            w[p + name + ".weight"], w[p + name + ".bias"] = normal(out, inp), normal(out)
+        for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+            w[p + name + ".weight"], w[p + name + ".bias"] = 1 + normal(hidden, scale=0.1), normal(hidden)
+    w["pooler.dense.weight"], w["pooler.dense.bias"] = normal(hidden, hidden), normal(hidden)
+    w["cls.predictions.bias"] = normal(vocab)  # a pretraining head: no place in ERNIE
+    return {(k if k.startswith("cls.") else prefix + k): v for k, v in w.items()}
+
+
+def write_hf_folder(folder: Path, model_type: str = "bert", weights: str = "safetensors", tokenizer: str = "json",
+                    layers: int = 2, hidden: int = 32, heads: int = 4, **config_overrides) -> Path:
+    """A tiny Hugging Face BERT-family folder as the hub ships one: config.json, model.safetensors or a torch zip
+    pytorch_model.bin, tokenizer.json (WordPiece) or vocab.txt, tokenizer_config.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pad = 0 if model_type == "bert" else 1
+    vocab = list(HF_VOCAB)
+    if pad == 1:  # RoBERTa-style ids: <s>-like [CLS] first, then the padding id 1
+        vocab[0], vocab[1], vocab[2] = "[CLS]", "[PAD]", "[UNK]"
+    offset = pad + 1 if model_type != "bert" else 0
+    positions = 64 + offset
+    config = {"model_type": model_type, "architectures": ["BertModel"], "vocab_size": len(vocab),
+              "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+              "intermediate_size": 2 * hidden, "hidden_act": "gelu", "max_position_embeddings": positions,
+              "type_vocab_size": 2 if model_type == "bert" else 1, "layer_norm_eps": 1e-12, "pad_token_id": pad,
+              "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, **config_overrides}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    tensors = hf_bert_weights(model_type, layers, hidden, len(vocab), positions, 2 * hidden)
+    if weights == "safetensors":
+        from safetensors.numpy import save_file
+
+        save_file(tensors, str(folder / "model.safetensors"))
+    else:
+        write_torch_bin(folder / "pytorch_model.bin", tensors,
+                        transposed=tuple(k for k in tensors if k.endswith("query.weight")))
+    if tokenizer == "json":
+        from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+        tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.save(str(folder / "tokenizer.json"))
+    else:
+        (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    return folder

@@ -11,6 +11,7 @@ from senti.core import layout
 from senti.core.checkpoint import load_checkpoint, model_files_inside
 from senti.core.errors import SentiError
 from senti.core.sequence import text_windows
+from senti.toolkit.training.hf_convert import is_hf_folder
 
 # ERNIE shapes by name: layers, hidden size, attention heads, feed-forward size.
 SHAPES: dict[str, tuple[int, int, int, int]] = {
@@ -37,9 +38,11 @@ PRESETS: dict[str, str] = {"scratch:tiny": "2l-128h", "scratch:small": "4l-312h"
 FINE_TUNE_LR = 5e-5
 SCRATCH_LR = 5e-4
 PRETRAINED_LR = 5e-4
-ORIGIN_LR = {"scratch": SCRATCH_LR, "pretrained": PRETRAINED_LR, "paddlenlp": FINE_TUNE_LR}
+HF_LR = 1e-4  # a Hugging Face encoder (converted): see HF_LR's measurement in docs/results/pretrained-start.md
+ORIGIN_LR = {"scratch": SCRATCH_LR, "pretrained": PRETRAINED_LR, "paddlenlp": FINE_TUNE_LR, "huggingface": HF_LR}
 ORIGIN_WHY = {"scratch": "weights trained from scratch", "pretrained": "a small model pretrained by senti pretrain "
-              "or a local PaddleNLP folder", "paddlenlp": "a PaddleNLP hub model"}
+              "or a local PaddleNLP folder", "paddlenlp": "a PaddleNLP hub model",
+              "huggingface": "a pretrained Hugging Face encoder"}
 
 
 def weights_origin(spec: str) -> str:
@@ -50,6 +53,8 @@ def weights_origin(spec: str) -> str:
     path = Path(spec).expanduser()
     if not path.is_dir():
         return "paddlenlp"
+    if is_hf_folder(path) or (path / layout.CONVERT_META).is_file():
+        return "huggingface"
     if not is_checkpoint(path):
         return "pretrained"
     try:
@@ -133,10 +138,14 @@ def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int, tru
     (a preset or a pretrained folder) gets the n-gram head when `ngram_buckets`, a checkpoint keeps what it has."""
     if spec in PRESETS:
         return _build_scratch(spec, labels, train_texts, max_seq_len, ngram_buckets)
-    if Path(spec).expanduser().is_dir() and not is_checkpoint(Path(spec).expanduser()):
-        model, tokenizer, report = pretrained_folder(Path(spec).expanduser(), classifier_class(ngram_buckets),
-                                                     trust_pickle, labels, ngram_buckets)
-        return model, tokenizer, {"source": "pretrained", "path": str(Path(spec).resolve()), "loaded": report,
+    path = Path(spec).expanduser()
+    if path.is_dir() and is_hf_folder(path):
+        return _build_from_hf(path, labels, ngram_buckets)
+    if path.is_dir() and not is_checkpoint(path):
+        model, tokenizer, report = pretrained_folder(path, classifier_class(ngram_buckets), trust_pickle, labels,
+                                                     ngram_buckets)
+        origin = "huggingface" if (path / layout.CONVERT_META).is_file() else "pretrained"
+        return model, tokenizer, {"source": origin, "path": str(path.resolve()), "loaded": report,
                                   "ngram_buckets": ngram_buckets}
     if Path(spec).expanduser().is_dir():
         model, tokenizer, meta = load_checkpoint(Path(spec).expanduser(), trust_pickle)
@@ -150,6 +159,23 @@ def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int, tru
         raise SentiError(f"unknown preset '{spec}'; choose scratch:tiny, scratch:small or scratch:<shape> "
                          f"with a shape from {', '.join(SHAPES)}")
     return _load_pretrained(spec, labels)
+
+
+def _build_from_hf(path: Path, labels, ngram_buckets: int):
+    """A Hugging Face folder converted (and checked against numpy) into a temporary PaddleNLP folder, then loaded as
+    any pretrained folder; the folder lives as long as the tokenizer, whose save_pretrained copies its vocabulary."""
+    from senti.toolkit.training.convert import converted_start
+
+    folder, meta = converted_start(path)
+    model, tokenizer, report = pretrained_folder(Path(folder.name), classifier_class(ngram_buckets), False, labels,
+                                                 ngram_buckets)
+    tokenizer._senti_vocab_folder = folder
+    if meta.fresh:
+        report += f"; not in the original, left random: {', '.join(meta.fresh)}"
+    report += (f"; converted from Hugging Face {meta.model_type} ({meta.weights_file}), last hidden states within "
+               f"{meta.check['max_abs_diff']:.1e} of the original's")
+    return model, tokenizer, {"source": "huggingface", "path": str(path.resolve()), "loaded": report,
+                              "ngram_buckets": ngram_buckets, "check": meta.check}
 
 
 def _build_scratch(preset: str, labels, train_texts, max_seq_len, ngram_buckets: int = 0):

@@ -1,0 +1,118 @@
+"""`senti convert` and a Hugging Face start for training: a BERT-family folder made into a PaddleNLP ERNIE folder
+(`model.safetensors`, `config.json`, `vocab.txt`, `tokenizer_config.json`) plus `convert.json`, which records where
+it came from and the figures of its check against a numpy forward pass of the original tensors."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from senti.core import layout
+from senti.core.artifacts import ArtifactMeta
+from senti.core.errors import ArtifactError
+from senti.toolkit.training.bert_reference import BertShape, bert_forward
+from senti.toolkit.training.hf_convert import (
+    CHECK_TEXTS,
+    CHECK_TOLERANCE,
+    ERNIE_EPS,
+    HFFolder,
+    ernie_settings,
+    ernie_weights,
+    position_offset,
+    read_hf_folder,
+)
+
+
+@dataclass
+class ConvertMeta(ArtifactMeta):
+    """`convert.json`: the Hugging Face folder a PaddleNLP folder was made from, and how close the two compute."""
+
+    FILE: ClassVar[str] = layout.CONVERT_META
+    KIND: ClassVar[str] = "converted model"
+    source: str
+    model_type: str
+    weights_file: str
+    check: dict  # texts, tokens, max_abs_diff (last hidden states, numpy on the original against Paddle), tolerance
+    meta_version: int = layout.META_VERSION
+    written_by: str = "senti convert"
+    tensors: int = 0
+    left_out: list[str] = field(default_factory=list)  # the original's tensors ERNIE has no place for (heads)
+    fresh: list[str] = field(default_factory=list)  # ERNIE's tensors the original has not (a missing pooler)
+    versions: dict = field(default_factory=dict)
+
+
+def _tokenizer(folder: Path, hf: HFFolder):
+    from paddlenlp.transformers import ErnieTokenizer
+
+    (folder / layout.VOCAB).write_text("\n".join(hf.vocab) + "\n", encoding="utf-8")
+    return ErnieTokenizer(str(folder / layout.VOCAB), do_lower_case=hf.do_lower_case)
+
+
+def _model(hf: HFFolder, weights: dict[str, np.ndarray]):
+    import paddle
+    from paddlenlp.transformers import ErnieConfig, ErnieModel
+
+    model = ErnieModel(ErnieConfig(**ernie_settings(hf.config)))
+    state = model.state_dict()
+    wrong = [n for n, v in weights.items() if n in state and tuple(state[n].shape) != v.shape]
+    if wrong:
+        raise ArtifactError(f"{hf.path / hf.weights_file}: tensor {wrong[0]} has shape "
+                            f"{weights[wrong[0]].shape}, the config's model wants {tuple(state[wrong[0]].shape)}")
+    for name, value in weights.items():
+        state[name].set_value(paddle.to_tensor(value))
+    model.eval()
+    return model
+
+
+def check_conversion(hf: HFFolder, model, tokenizer) -> dict:
+    """The converted model's last hidden states against a numpy forward pass of the original tensors, on a few
+    texts: refused in one line past CHECK_TOLERANCE."""
+    import paddle
+
+    ids = [tokenizer(t)["input_ids"] for t in CHECK_TEXTS]
+    width = max(map(len, ids))
+    pad = hf.config.get("pad_token_id", 0)
+    batch = np.array([row + [pad] * (width - len(row)) for row in ids], dtype=np.int64)
+    mask = np.array([[1] * len(row) + [0] * (width - len(row)) for row in ids], dtype=np.int64)
+    shape = BertShape(hf.config["num_hidden_layers"], hf.config["num_attention_heads"],
+                      float(hf.config.get("layer_norm_eps", ERNIE_EPS)), hf.config.get("hidden_act", "gelu"),
+                      position_offset(hf.config))
+    expected = bert_forward(hf.weights, shape, batch, mask)
+    with paddle.no_grad():
+        got = model(paddle.to_tensor(batch), attention_mask=paddle.to_tensor(mask))[0].numpy()
+    real = mask.astype(bool)
+    diff = float(np.abs(got[real] - expected[real]).max())
+    if not diff <= CHECK_TOLERANCE:
+        raise ArtifactError(f"{hf.path}: the converted model differs from the original by {diff:.2e} (over "
+                            f"{CHECK_TOLERANCE:g}) in its last hidden states; not converted")
+    return {"texts": len(CHECK_TEXTS), "tokens": int(real.sum()), "max_abs_diff": diff, "tolerance": CHECK_TOLERANCE}
+
+
+def convert_folder(source: Path, out_dir: Path) -> ConvertMeta:
+    """Convert a Hugging Face BERT-family folder into a checked PaddleNLP ERNIE folder at `out_dir`."""
+    from senti.toolkit.training.checkpoint import save_checkpoint, versions
+
+    hf = read_hf_folder(Path(source))
+    weights, left_out = ernie_weights(hf)
+    model = _model(hf, weights)
+    fresh = [n for n in model.state_dict() if n not in weights]
+    with tempfile.TemporaryDirectory(prefix="senti-convert-") as scratch:
+        tokenizer = _tokenizer(Path(scratch), hf)
+        check = check_conversion(hf, model, tokenizer)
+        meta = ConvertMeta(source=str(Path(source).resolve()), model_type=hf.config["model_type"],
+                           weights_file=hf.weights_file, check=check, tensors=len(weights), left_out=left_out, fresh=fresh,
+                           versions=versions())
+        save_checkpoint(model, tokenizer, Path(out_dir), meta)
+    return meta
+
+
+def converted_start(source: Path) -> tuple[tempfile.TemporaryDirectory, ConvertMeta]:
+    """A Hugging Face folder converted into a temporary PaddleNLP folder, for training to start from (the caller
+    keeps the returned folder alive while it reads it)."""
+    folder = tempfile.TemporaryDirectory(prefix="senti-hf-")
+    meta = convert_folder(source, Path(folder.name))
+    return folder, meta

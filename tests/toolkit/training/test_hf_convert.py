@@ -1,0 +1,125 @@
+"""Hugging Face BERT-family folders as senti models: names, transposes, RoBERTa's position offset, the numpy check
+that catches a wrong conversion, the doors, and `senti convert` / `senti train --model HF_FOLDER` end to end."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import write_hf_folder
+from typer.testing import CliRunner
+
+from senti.cli import app
+from senti.core import layout
+from senti.core.errors import ArtifactError
+from senti.toolkit.training import convert as convert_module
+from senti.toolkit.training import hf_convert
+from senti.toolkit.training.convert import ConvertMeta, convert_folder
+from senti.toolkit.training.hf_convert import ernie_name, is_hf_folder
+
+
+def test_names_map_to_paddlenlps_ernie_with_linear_weights_transposed():
+    assert ernie_name("encoder.layer.3.attention.self.query.weight") == ("encoder.layers.3.self_attn.q_proj.weight",
+                                                                         True)
+    assert ernie_name("encoder.layer.0.attention.output.LayerNorm.gamma") == ("encoder.layers.0.norm1.weight", False)
+    assert ernie_name("encoder.layer.1.output.dense.bias") == ("encoder.layers.1.linear2.bias", False)
+    assert ernie_name("embeddings.LayerNorm.beta") == ("embeddings.layer_norm.bias", False)
+    assert ernie_name("pooler.dense.weight") == ("pooler.dense.weight", True)
+    assert ernie_name("embeddings.word_embeddings.weight") == ("embeddings.word_embeddings.weight", False)
+    assert ernie_name("cls.predictions.bias") is None and ernie_name("embeddings.position_ids") is None
+
+
+@pytest.mark.parametrize("model_type,weights,tokenizer", [("bert", "safetensors", "json"), ("bert", "bin", "vocab"),
+                                                          ("roberta", "bin", "json")])
+def test_conversion_matches_the_numpy_forward_of_the_original(tmp_path, model_type, weights, tokenizer):
+    source = write_hf_folder(tmp_path / "hf", model_type=model_type, weights=weights, tokenizer=tokenizer)
+    assert is_hf_folder(source)
+    meta = convert_folder(source, tmp_path / "out")
+    assert meta.check["max_abs_diff"] < 1e-4 and meta.check["tokens"] > 20
+    assert meta.model_type == model_type and meta.fresh == [] and "cls.predictions.bias" in meta.left_out
+    written = ConvertMeta.read(tmp_path / "out")
+    assert written.check == meta.check
+    config = json.loads((tmp_path / "out" / layout.PADDLENLP_CONFIG).read_text())
+    # RoBERTa's positions start after its padding id: two rows fewer than the original's table
+    assert config["max_position_embeddings"] == 64 and config["pad_token_id"] == (0 if model_type == "bert" else 1)
+    vocab = (tmp_path / "out" / layout.VOCAB).read_text(encoding="utf-8").split("\n")
+    assert vocab[:3] == (["[PAD]", "[UNK]", "[CLS]"] if model_type == "bert" else ["[CLS]", "[PAD]", "[UNK]"])
+    assert not is_hf_folder(tmp_path / "out")  # a PaddleNLP folder now
+
+
+@pytest.mark.parametrize("fault", ["no transpose", "no position offset"])
+def test_the_numpy_check_catches_a_wrong_conversion(tmp_path, monkeypatch, fault):
+    source = write_hf_folder(tmp_path / "hf", model_type="roberta", weights="safetensors")
+    if fault == "no transpose":  # of the square query weights, which no shape check can catch
+        original = hf_convert.ernie_name
+        monkeypatch.setattr(hf_convert, "ernie_name",
+                            lambda n: (lambda m: m and (m[0], m[1] and "q_proj" not in m[0]))(original(n)))
+    else:
+        monkeypatch.setattr(hf_convert, "position_offset", lambda config: 0)
+        monkeypatch.setattr(convert_module, "position_offset", lambda config: 2)  # the reference stays right
+    with pytest.raises(ArtifactError, match="differs from the original"):
+        convert_folder(source, tmp_path / "out")
+    assert not (tmp_path / "out" / layout.PADDLENLP_SAFE_WEIGHTS).exists()
+
+
+def test_folders_that_are_not_what_they_say_are_refused_in_one_line(tmp_path):
+    cases: dict[str, tuple[dict, str]] = {
+        "act": ({"hidden_act": "swish"}, "hidden_act 'swish'"),
+        "layers": ({"num_hidden_layers": 1_000_000}, "num_hidden_layers"),
+        "rotary": ({"position_embedding_type": "relative_key"}, "absolute positions only"),
+        "vocab": ({"vocab_size": 7}, "the tokenizer has"),
+    }
+    for name, (override, message) in cases.items():
+        source = write_hf_folder(tmp_path / name, weights="safetensors", **override)
+        with pytest.raises(ArtifactError, match=message) as err:
+            convert_folder(source, tmp_path / f"{name}-out")
+        assert "\n" not in str(err.value)
+    source = write_hf_folder(tmp_path / "unigram", weights="safetensors")
+    (source / "tokenizer.json").write_text(json.dumps({"model": {"type": "Unigram", "vocab": []}}))
+    with pytest.raises(ArtifactError, match="a Unigram tokenizer"):
+        convert_folder(source, tmp_path / "unigram-out")
+
+
+def test_a_vocabulary_linked_outside_the_folder_is_not_read(tmp_path):
+    source = write_hf_folder(tmp_path / "hf", weights="safetensors", tokenizer="vocab")
+    outside = tmp_path / "secret.txt"
+    outside.write_text((source / "vocab.txt").read_text())
+    (source / "vocab.txt").unlink()
+    (source / "vocab.txt").symlink_to(outside)
+    with pytest.raises(ArtifactError, match="leads outside"):
+        convert_folder(source, tmp_path / "out")
+
+
+def test_senti_convert_writes_a_folder_senti_train_starts_from(tmp_path, binary_folder):
+    source = write_hf_folder(tmp_path / "hf", weights="bin")
+    runner = CliRunner()
+    result = runner.invoke(app, ["convert", str(source), "--output-dir", str(tmp_path / "converted")])
+    assert result.exit_code == 0, result.output
+    assert "within" in result.output and "cls.predictions.bias" in result.output
+    again = runner.invoke(app, ["convert", str(source), "--output-dir", str(tmp_path / "converted")])
+    assert again.exit_code == 2 and "not empty" in again.output
+    for start in (source, tmp_path / "converted"):  # the Hugging Face folder itself, and its conversion
+        out = tmp_path / f"ckpt-{start.name}"
+        result = runner.invoke(app, ["train", "--model", str(start), "--dataset", str(binary_folder), "--output-dir",
+                                     str(out), "--epochs", "1", "--max-steps", "12", "--batch-size", "16",
+                                     "--max-seq-len", "32", "--no-baseline"])
+        assert result.exit_code == 0, result.output
+        assert "a pretrained Hugging Face encoder" in result.output  # its learning rate's origin
+        meta = json.loads((out / layout.CHECKPOINT_META).read_text())
+        assert meta["model"]["source"] == "huggingface"
+    assert "last hidden states within" in json.loads((tmp_path / "ckpt-hf" / layout.METRICS).read_text()
+                                                     )["model"]["loaded"]
+
+
+def test_the_converted_weights_are_the_originals(tmp_path):
+    from safetensors.numpy import load_file
+
+    source = write_hf_folder(tmp_path / "hf", weights="safetensors")
+    convert_folder(source, tmp_path / "out")
+    original, converted = load_file(str(source / "model.safetensors")), load_file(
+        str(tmp_path / "out" / layout.PADDLENLP_SAFE_WEIGHTS))
+    np.testing.assert_array_equal(converted["encoder.layers.1.linear1.weight"],
+                                  original["bert.encoder.layer.1.intermediate.dense.weight"].T)
+    np.testing.assert_array_equal(converted["embeddings.word_embeddings.weight"],
+                                  original["bert.embeddings.word_embeddings.weight"])
