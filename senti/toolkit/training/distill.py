@@ -39,6 +39,7 @@ from senti.toolkit.training.models import (
     ernie_config,
     is_checkpoint,
     pretrained_folder,
+    readable_folder,
 )
 from senti.toolkit.training.run import ClassifierRun, Step, resolve_precision
 
@@ -147,11 +148,12 @@ def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_
         source = {"source": "preset", "preset": spec, "shape": shape, "ngram_buckets": ngram_buckets}
     elif Path(spec).expanduser().is_dir() and not is_checkpoint(Path(spec).expanduser()):
         path = Path(spec).expanduser()
-        student, _, report = pretrained_folder(path, classifier_class(ngram_buckets), trust_pickle, labels,
-                                               ngram_buckets)
-        source = {"source": "pretrained", "path": str(path.resolve()), "loaded": report,
+        readable, _keep, note = readable_folder(path)  # a Hugging Face folder converted first
+        student, _, report = pretrained_folder(readable, classifier_class(ngram_buckets), trust_pickle and _keep is None,
+                                               labels, ngram_buckets)
+        source = {"source": "pretrained", "path": str(path.resolve()), "loaded": report + note,
                   "ngram_buckets": ngram_buckets}
-        if read_vocab(path / layout.VOCAB) != read_vocab(teacher_dir / layout.VOCAB):
+        if read_vocab(readable / layout.VOCAB) != read_vocab(teacher_dir / layout.VOCAB):
             raise SentiError(f"student {spec} has a different vocabulary from the teacher's; "
                              "a student must share the teacher's vocab.txt (fine-tune the teacher from the same "
                              "pretrained folder)")

@@ -6,6 +6,7 @@ import json
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from senti.core import layout
 from senti.core.checkpoint import load_checkpoint, model_files_inside
@@ -139,14 +140,8 @@ def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int, tru
     if spec in PRESETS:
         return _build_scratch(spec, labels, train_texts, max_seq_len, ngram_buckets)
     path = Path(spec).expanduser()
-    if path.is_dir() and is_hf_folder(path):
-        return _build_from_hf(path, labels, ngram_buckets)
     if path.is_dir() and not is_checkpoint(path):
-        model, tokenizer, report = pretrained_folder(path, classifier_class(ngram_buckets), trust_pickle, labels,
-                                                     ngram_buckets)
-        origin = "huggingface" if (path / layout.CONVERT_META).is_file() else "pretrained"
-        return model, tokenizer, {"source": origin, "path": str(path.resolve()), "loaded": report,
-                                  "ngram_buckets": ngram_buckets}
+        return _build_from_folder(path, labels, trust_pickle, ngram_buckets)
     if Path(spec).expanduser().is_dir():
         model, tokenizer, meta = load_checkpoint(Path(spec).expanduser(), trust_pickle)
         if meta.labels != labels:
@@ -161,21 +156,32 @@ def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int, tru
     return _load_pretrained(spec, labels)
 
 
-def _build_from_hf(path: Path, labels, ngram_buckets: int):
-    """A Hugging Face folder converted (and checked against numpy) into a temporary PaddleNLP folder, then loaded as
-    any pretrained folder; the folder lives as long as the tokenizer, whose save_pretrained copies its vocabulary."""
+def readable_folder(path: Path) -> tuple[Path, Any, str]:
+    """(PaddleNLP folder to read, what must stay alive while it is read, a note) for a pretrained start: a Hugging
+    Face folder is converted (and checked against numpy) into a temporary PaddleNLP folder; others are read as
+    they are. The caller ties the second item to the tokenizer, whose save_pretrained copies the vocabulary."""
+    if not is_hf_folder(path):
+        return path, None, ""
     from senti.toolkit.training.convert import converted_start
 
     folder, meta = converted_start(path)
-    model, tokenizer, report = pretrained_folder(Path(folder.name), classifier_class(ngram_buckets), False, labels,
-                                                 ngram_buckets)
-    tokenizer._senti_vocab_folder = folder
-    if meta.fresh:
-        report += f"; not in the original, left random: {', '.join(meta.fresh)}"
-    report += (f"; converted from Hugging Face {meta.model_type} ({meta.weights_file}), last hidden states within "
-               f"{meta.check['max_abs_diff']:.1e} of the original's")
-    return model, tokenizer, {"source": "huggingface", "path": str(path.resolve()), "loaded": report,
-                              "ngram_buckets": ngram_buckets, "check": meta.check}
+    note = "".join(f"; not in the original, left random: {', '.join(meta.fresh)}" for _ in meta.fresh[:1])
+    note += (f"; converted from Hugging Face {meta.model_type} ({meta.weights_file}), last hidden states within "
+             f"{meta.check['max_abs_diff']:.1e} of the original's")
+    return Path(folder.name), folder, note
+
+
+def _build_from_folder(path: Path, labels, trust_pickle: bool, ngram_buckets: int):
+    """A PaddleNLP folder, or a Hugging Face one converted first, with a fresh classifier head."""
+    hf = is_hf_folder(path)
+    readable, keep, note = readable_folder(path)
+    model, tokenizer, report = pretrained_folder(readable, classifier_class(ngram_buckets), trust_pickle and not hf,
+                                                 labels, ngram_buckets)
+    if keep is not None:
+        tokenizer._senti_vocab_folder = keep
+    origin = "huggingface" if hf or (path / layout.CONVERT_META).is_file() else "pretrained"
+    return model, tokenizer, {"source": origin, "path": str(path.resolve()), "loaded": report + note,
+                              "ngram_buckets": ngram_buckets}
 
 
 def _build_scratch(preset: str, labels, train_texts, max_seq_len, ngram_buckets: int = 0):

@@ -101,7 +101,14 @@ def _start_model(config: PretrainConfig, say):
     """(ErnieForMaskedLM, tokenizer, vocab file, source) from scratch or from a folder with its vocabulary."""
     from paddlenlp.transformers import ErnieForMaskedLM, ErnieTokenizer
 
-    from senti.toolkit.training.models import PRESETS, SHAPES, build_char_vocab, ernie_config, pretrained_folder
+    from senti.toolkit.training.models import (
+        PRESETS,
+        SHAPES,
+        build_char_vocab,
+        ernie_config,
+        pretrained_folder,
+        readable_folder,
+    )
 
     spec = config.model
     if spec in PRESETS or spec.startswith("scratch:"):
@@ -125,9 +132,12 @@ def _start_model(config: PretrainConfig, say):
     if not path.is_dir():
         raise SentiError(f"--model {spec}: pretraining starts from scratch:<shape>, a checkpoint or a PaddleNLP "
                          "model folder")
-    model, tokenizer, report = pretrained_folder(path, ErnieForMaskedLM, config.trust_pickle)
-    say(f"continuing {path}: {report}")
-    return model, tokenizer, path / layout.VOCAB, {"source": "continued", "path": str(path.resolve())}
+    readable, keep, note = readable_folder(path)
+    model, tokenizer, report = pretrained_folder(readable, ErnieForMaskedLM, config.trust_pickle and keep is None)
+    if keep is not None:
+        tokenizer._senti_vocab_folder = keep
+    say(f"continuing {path}: {report}{note}")
+    return model, tokenizer, readable / layout.VOCAB, {"source": "continued", "path": str(path.resolve())}
 
 
 class PretrainRun(Run[PretrainConfig]):

@@ -123,3 +123,27 @@ def test_the_converted_weights_are_the_originals(tmp_path):
                                   original["bert.encoder.layer.1.intermediate.dense.weight"].T)
     np.testing.assert_array_equal(converted["embeddings.word_embeddings.weight"],
                                   original["bert.embeddings.word_embeddings.weight"])
+
+
+def test_pretrain_and_distill_start_from_a_hugging_face_folder(tmp_path, binary_folder):
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.distill import DistillConfig, run_distillation
+    from senti.toolkit.training.pretrain import PretrainConfig, run_pretraining
+    from senti.toolkit.training.train import run_training
+
+    source = write_hf_folder(tmp_path / "hf", weights="bin")
+    said: list[str] = []
+    run_pretraining(PretrainConfig(output_dir=str(tmp_path / "pre"), corpus=[str(binary_folder)], model=str(source),
+                                   max_steps=2, batch_size=8, device="cpu", seed=3), say=said.append)
+    assert any("converted from Hugging Face bert" in line for line in said)
+    assert (tmp_path / "pre" / layout.VOCAB).read_text(encoding="utf-8") == (
+        "\n".join(json.loads((source / "tokenizer.json").read_text())["model"]["vocab"]) + "\n")
+    run_training(TrainConfig(output_dir=str(tmp_path / "teacher"), model=str(source), dataset=str(binary_folder),
+                             epochs=1, max_steps=4, batch_size=16, max_seq_len=32, baseline=False, device="cpu"),
+                 say=lambda _: None)
+    report = run_distillation(DistillConfig(teacher=str(tmp_path / "teacher"), student=str(source),
+                                            dataset=str(binary_folder), output_dir=str(tmp_path / "student"),
+                                            epochs=1, max_steps=3, batch_size=16, device="cpu"), say=lambda _: None)
+    assert report is not None
+    student = json.loads((tmp_path / "student" / layout.CHECKPOINT_META).read_text())["model"]
+    assert "converted from Hugging Face" in student["loaded"]
