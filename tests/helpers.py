@@ -298,15 +298,37 @@ def hf_bert_weights(model_type: str, layers: int, hidden: int, vocab: int, posit
     return {(k if k.startswith("cls.") else prefix + k): v for k, v in w.items()}
 
 
+XLMR_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]
+
+
+def unigram_definition(vocab_size: int = 160) -> str:
+    """An XLM-R-style Unigram tokenizer.json (<s> <pad> </s> <unk> first, <mask> last, Metaspace), trained by
+    `tokenizers` on the synthetic reviews."""
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=XLMR_SPECIALS, unk_token="<unk>",
+                                      shrinking_factor=0.9, max_piece_length=4)
+    tok.train_from_iterator([t for _, t in synthetic_rows(2000, seed=21)] + ["Great value! café 123 ok"], trainer)
+    tok.add_special_tokens([AddedToken("<mask>", special=True)])
+    return tok.to_str()
+
+
 def write_hf_folder(folder: Path, model_type: str = "bert", weights: str = "safetensors", tokenizer: str = "json",
                     layers: int = 2, hidden: int = 32, heads: int = 4, **config_overrides) -> Path:
     """A tiny Hugging Face BERT-family folder as the hub ships one: config.json, model.safetensors or a torch zip
-    pytorch_model.bin, tokenizer.json (WordPiece) or vocab.txt, tokenizer_config.json."""
+    pytorch_model.bin, tokenizer.json (WordPiece, or `unigram`: XLM-R's kind) or vocab.txt, tokenizer_config.json."""
     folder.mkdir(parents=True, exist_ok=True)
     pad = 0 if model_type == "bert" else 1
     vocab = list(HF_VOCAB)
     if pad == 1:  # RoBERTa-style ids: <s>-like [CLS] first, then the padding id 1
         vocab[0], vocab[1], vocab[2] = "[CLS]", "[PAD]", "[UNK]"
+    definition = unigram_definition() if tokenizer == "unigram" else None
+    if definition is not None:
+        from tokenizers import Tokenizer
+
+        vocab = [""] * Tokenizer.from_str(definition).get_vocab_size()
     offset = pad + 1 if model_type != "bert" else 0
     positions = 64 + offset
     config = {"model_type": model_type, "architectures": ["BertModel"], "vocab_size": len(vocab),
@@ -323,7 +345,9 @@ def write_hf_folder(folder: Path, model_type: str = "bert", weights: str = "safe
     else:
         write_torch_bin(folder / "pytorch_model.bin", tensors,
                         transposed=tuple(k for k in tensors if k.endswith("query.weight")))
-    if tokenizer == "json":
+    if definition is not None:
+        (folder / "tokenizer.json").write_text(definition, encoding="utf-8")
+    elif tokenizer == "json":
         from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
         tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))
@@ -332,5 +356,10 @@ def write_hf_folder(folder: Path, model_type: str = "bert", weights: str = "safe
         tok.save(str(folder / "tokenizer.json"))
     else:
         (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    if definition is None:
+        (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    else:  # as XLM-R's folders spell them
+        (folder / "special_tokens_map.json").write_text(json.dumps(
+            {"bos_token": "<s>", "cls_token": "<s>", "eos_token": "</s>", "sep_token": "</s>", "unk_token": "<unk>",
+             "pad_token": "<pad>", "mask_token": {"content": "<mask>", "lstrip": True}}), encoding="utf-8")
     return folder

@@ -83,7 +83,8 @@ class TokenizerSettings:
 
     @classmethod
     def of(cls, tokenizer) -> TokenizerSettings:
-        return cls(do_lower_case=bool(getattr(tokenizer, "do_lower_case", True)), unk_token=tokenizer.unk_token,
+        return cls(vocab_file=getattr(tokenizer, "senti_vocab_file", layout.VOCAB),
+                   do_lower_case=bool(getattr(tokenizer, "do_lower_case", True)), unk_token=tokenizer.unk_token,
                    cls_token=tokenizer.cls_token, sep_token=tokenizer.sep_token, pad_token=tokenizer.pad_token,
                    pad_token_id=tokenizer.pad_token_id, tokenizer_class=type(tokenizer).__name__)
 

@@ -37,6 +37,13 @@ def _cut_padding(index: np.ndarray, lengths: np.ndarray, call_cost: int) -> list
     return parts[::-1]
 
 
+def model_pad_id(model) -> int:
+    """The padding id a model masks (ERNIE masks attention where input_ids == config.pad_token_id; the n-gram head
+    skips it): batches must be padded with it, or padded positions count as text (XLM-R's is 1, not 0)."""
+    config = getattr(getattr(model, "_layers", model), "config", None)
+    return int(getattr(config, "pad_token_id", 0) or 0)
+
+
 def pad_batch(encoded, index, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(input_ids, token_type_ids), int64, padded to the longest text in `index`."""
     width = max(len(encoded[i]) for i in index)

@@ -52,9 +52,11 @@ def read_meta(path: Path) -> CheckpointMeta:
     path = Path(path)
     if not path.is_dir():
         raise ArtifactError(f"{path}: not a folder")
-    for needed in (layout.PADDLENLP_CONFIG, layout.VOCAB, layout.CHECKPOINT_META):
+    for needed in (layout.PADDLENLP_CONFIG, layout.CHECKPOINT_META):
         if not (path / needed).is_file():
             raise ArtifactError(f"{path}: not a senti checkpoint (no {needed})")
+    if not any((path / name).is_file() for name in (layout.VOCAB, layout.TOKENIZER_JSON)):
+        raise ArtifactError(f"{path}: not a senti checkpoint (no {layout.VOCAB} or {layout.TOKENIZER_JSON})")
     if not any((path / name).is_file() for name in (layout.PADDLENLP_SAFE_WEIGHTS, layout.PADDLENLP_WEIGHTS)):
         raise ArtifactError(f"{path}: not a senti checkpoint (no {layout.PADDLENLP_SAFE_WEIGHTS})")
     return CheckpointMeta.read(path)
@@ -90,7 +92,8 @@ def model_files_inside(path: Path, kind: str) -> None:
     """Refuse a folder whose vocabulary, tokenizer settings or weights lead out of it (a link to /etc/passwd)."""
     from senti.core.untrusted import inside
 
-    for name, what in ((layout.VOCAB, "the vocabulary"), (layout.PADDLENLP_TOKENIZER_CONFIG, "the tokenizer config"),
+    for name, what in ((layout.VOCAB, "the vocabulary"), (layout.TOKENIZER_JSON, "the tokenizer"),
+                       (layout.PADDLENLP_TOKENIZER_CONFIG, "the tokenizer config"),
                        (layout.PADDLENLP_SAFE_WEIGHTS, "the weights"), (layout.PADDLENLP_WEIGHTS, "the weights")):
         if (Path(path) / name).is_symlink() or (Path(path) / name).exists():
             inside(path, name, what, kind)
@@ -107,6 +110,8 @@ def load_checkpoint(path: Path, trust_pickle: bool = False):
     safe = check_weights_format(path, trust_pickle)
     from paddlenlp.transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    from senti.core.json_tokenizer import JsonTokenizer, is_json_tokenizer_folder
+
     try:
         if isinstance(config.get("ngram_buckets"), int) and config["ngram_buckets"] > 0:
             from senti.core.ngram_head import model_class
@@ -114,13 +119,17 @@ def load_checkpoint(path: Path, trust_pickle: bool = False):
             model = model_class().from_pretrained(str(path), use_safetensors=safe)
         else:
             model = AutoModelForSequenceClassification.from_pretrained(str(path), use_safetensors=safe)
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        tokenizer = JsonTokenizer.from_folder(path, "checkpoint folder") if is_json_tokenizer_folder(path) else \
+            AutoTokenizer.from_pretrained(str(path))
+    except ArtifactError:
+        raise
     except Exception as err:  # PaddleNLP raises assorted types for broken folders
         raise ArtifactError(f"{path}: could not load checkpoint ({type(err).__name__}: {err})") from None
     rows = model.base_model.embeddings.word_embeddings.weight.shape[0]
     if len(tokenizer.vocab) != rows:
         raise ArtifactError(
-            f"{path}: vocab.txt has {len(tokenizer.vocab)} tokens but the embeddings have {rows} rows"
+            f"{path}: {getattr(tokenizer, 'senti_vocab_file', layout.VOCAB)} has {len(tokenizer.vocab)} tokens but the "
+            f"embeddings have {rows} rows"
         )
     if model.config.num_labels != len(meta.labels):
         raise ArtifactError(

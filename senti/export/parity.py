@@ -12,9 +12,9 @@ SINGLE_TEXTS = 16
 BATCH_SIZE = 32
 
 
-def logits_by_shape(fn, encoded) -> dict[str, np.ndarray]:
-    return {f"batch_{BATCH_SIZE}": logits_in_order(fn, encoded, BATCH_SIZE),
-            "batch_1": logits_in_order(fn, encoded[:SINGLE_TEXTS], 1)}
+def logits_by_shape(fn, encoded, pad_id: int) -> dict[str, np.ndarray]:
+    return {f"batch_{BATCH_SIZE}": logits_in_order(fn, encoded, BATCH_SIZE, pad_id),
+            "batch_1": logits_in_order(fn, encoded[:SINGLE_TEXTS], 1, pad_id)}
 
 
 def compare(reference: dict, candidate: dict, gold: np.ndarray) -> dict:

@@ -21,7 +21,7 @@ import numpy as np
 
 from senti.core import layout, stopping
 from senti.core.artifacts import ExportMeta, FormatRecord, Parity, TokenizerSettings, remove_stale_work
-from senti.core.batching import pad_batch
+from senti.core.batching import model_pad_id, pad_batch
 from senti.core.checkpoint import load_checkpoint
 from senti.core.errors import SentiError
 from senti.core.runtime import package_versions
@@ -106,6 +106,7 @@ class Job:
     model: Any
     calibration: list  # token ids of the calibration texts (static INT8)
     calibration_source: dict
+    pad_id: int  # the model's padding id (core.batching.model_pad_id)
 
     def path(self, fmt: str) -> Path:
         return self.staging / FORMATS[fmt].path
@@ -158,7 +159,7 @@ def _optimize(job: Job, fmt: str) -> Made:
 
 @maker("onnx-int8-static")
 def _calibrated_int8(job: Job, fmt: str) -> Made:
-    batches = [pad_batch(job.calibration, list(range(i, min(i + 32, len(job.calibration)))))
+    batches = [pad_batch(job.calibration, list(range(i, min(i + 32, len(job.calibration)))), job.pad_id)
                for i in range(0, len(job.calibration), 32)]
     facts = quantize_int8_static(job.source(fmt), job.path(fmt), batches)
     return Made([job.path(fmt).name], {**facts, "calibration": job.calibration_source})
@@ -215,9 +216,11 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
             return model(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids)).numpy()
 
     started = time.perf_counter()
-    reference = logits_by_shape(dynamic, encoded)  # before to_static, which rewrites the layer in place
+    pad_id = model_pad_id(model)
+    reference = logits_by_shape(dynamic, encoded, pad_id)  # before to_static, which rewrites the layer in place
     reference_accuracy = float((reference["batch_32"].argmax(1) == gold_ids).mean())
-    fast = FastTokenizer.from_settings(Path(config.model), TokenizerSettings.of(tokenizer))
+    fast_settings = TokenizerSettings.of(tokenizer)
+    fast = FastTokenizer.from_settings(Path(config.model), fast_settings)
     reference_stats = _drift_of(reference["batch_32"], texts, fast, max_len, labels)
     say(f"dynamic graph: accuracy {reference_accuracy:.4f} on {len(texts)} parity texts")
 
@@ -230,13 +233,14 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
     try:
         formats, io = {}, None
         graph_file, params_file = save_static(model, staging / layout.PADDLE_DIR, spec)
-        job = Job(staging, graph_file, params_file, spec, model, calibration_ids, calibration_source)
+        job = Job(staging, graph_file, params_file, spec, model, calibration_ids, calibration_source, pad_id)
 
         for fmt in wanted_formats(config):
             stopping.checkpoint()  # a SIGTERM between steps: the staging folder goes with the exception
             made = MAKERS[fmt](job, fmt)
             io = made.io or io
-            parity = _check_format(fmt, staging, config.threads, encoded, reference, gold_ids, reference_accuracy, say)
+            parity = _check_format(fmt, staging, config.threads, (encoded, pad_id), reference, gold_ids,
+                                   reference_accuracy, say)
             formats[fmt] = FormatRecord(files=made.files, parity=parity, made=made.facts)
         failed = {f: v.parity.reason for f, v in formats.items() if FORMATS[f].required and not v.parity.fit}
         if failed:
@@ -251,7 +255,8 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         # PaddleNLP's deployment convention: the tokenizer travels with the model (AutoTokenizer.from_pretrained(
         # export) works), plus the same ids as one tokenizer.json for clients without Python.
         tokenizer.save_pretrained(str(staging))
-        shutil.copyfile(Path(config.model) / layout.VOCAB, staging / layout.VOCAB)  # byte for byte the checkpoint's
+        if fast_settings.vocab_file == layout.VOCAB:  # a model's own tokenizer.json is the standalone one below
+            shutil.copyfile(Path(config.model) / layout.VOCAB, staging / layout.VOCAB)  # byte for byte the checkpoint's
         if (Path(config.model) / layout.TRAIN_TEXT_HASHES).is_file():  # so `senti eval` of the export says it too
             shutil.copyfile(Path(config.model) / layout.TRAIN_TEXT_HASHES, staging / layout.TRAIN_TEXT_HASHES)
         fast.save_standalone(staging / layout.TOKENIZER_JSON, max_len)
@@ -267,12 +272,13 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
     return json.loads((out / layout.EXPORT_META).read_text(encoding="utf-8"))  # exactly what export.json holds
 
 
-def _check_format(fmt: str, staging: Path, threads, encoded, reference: dict, gold_ids, reference_accuracy: float,
-                  say) -> Parity:
-    """The parity record of one format just written to `staging`, judged against the dynamic graph."""
+def _check_format(fmt: str, staging: Path, threads, texts: tuple[list, int], reference: dict, gold_ids,
+                  reference_accuracy: float, say) -> Parity:
+    """The parity record of one format just written to `staging`, judged against the dynamic graph on `texts`
+    (their ids, and the padding id)."""
     stopping.checkpoint()
     try:
-        candidate = logits_by_shape(open_backend(staging, fmt, threads=threads), encoded)
+        candidate = logits_by_shape(open_backend(staging, fmt, threads=threads), *texts)
     except SentiError:
         raise
     except Exception as err:  # the runtimes raise their own types on graphs they cannot run

@@ -82,24 +82,49 @@ class FastTokenizer:
         self.cls_id, self.sep_id, self.pad_id = vocab[cls_token], vocab[sep_token], vocab[pad_token]
         self.unk_id = vocab[unk_token]
         self.vocab_size = len(vocab)
+        self.cls_token, self.sep_token = cls_token, sep_token
+
+    @classmethod
+    def from_definition(cls, definition: str, settings: TokenizerSettings, where) -> FastTokenizer:
+        """The tokenizer of a model that brought its own tokenizer.json (core.json_tokenizer: Unigram, BPE), with
+        the special tokens its settings name; the same calls as a WordPiece one."""
+        from senti.core.json_tokenizer import load_definition
+
+        self = cls.__new__(cls)
+        self._tokenizer = load_definition(definition, where)
+        vocab = self._tokenizer.get_vocab(with_added_tokens=True)
+        for token in (settings.cls_token, settings.sep_token, settings.pad_token, settings.unk_token):
+            if token not in vocab:
+                raise ValueError(f"{where}: special token {token} is missing")
+        self.cls_id, self.sep_id, self.pad_id = vocab[settings.cls_token], vocab[settings.sep_token], \
+            vocab[settings.pad_token]
+        self.unk_id, self.vocab_size = vocab[settings.unk_token], len(vocab)
+        self.cls_token, self.sep_token = settings.cls_token, settings.sep_token
+        return self
 
     @classmethod
     def from_settings(cls, folder: Path, settings: TokenizerSettings, vocab_text: str | None = None) -> FastTokenizer:
-        """The tokenizer of an export or checkpoint folder; `vocab_text`: the vocabulary as already read (and
-        checked) by the caller."""
+        """The tokenizer of an export or checkpoint folder; `vocab_text`: the vocabulary (or tokenizer.json) as
+        already read (and checked) by the caller."""
+        from senti.core.json_tokenizer import JSON_TOKENIZER_CLASS, read_definition
+
+        if settings.tokenizer_class == JSON_TOKENIZER_CLASS:
+            text = read_definition(Path(folder)) if vocab_text is None else vocab_text
+            return cls.from_definition(text, settings, Path(folder) / settings.vocab_file)
         return cls(Path(folder) / settings.vocab_file, do_lower_case=settings.do_lower_case,
                    unk_token=settings.unk_token, cls_token=settings.cls_token, sep_token=settings.sep_token,
                    pad_token=settings.pad_token, vocab=None if vocab_text is None else vocab_from_text(vocab_text))
 
     def save_standalone(self, path: Path, max_seq_len: int) -> None:
-        """A `tokenizer.json` that gives ErnieTokenizer's full input ids on its own ([CLS] text [SEP], cut to
+        """A `tokenizer.json` that gives the model's full input ids on its own ([CLS] text [SEP], cut to
         `max_seq_len`), for `tokenizers.Tokenizer.from_file` clients in Rust, Node or Triton's Python backend."""
         from tokenizers import Tokenizer, processors
 
         standalone = Tokenizer.from_str(self._tokenizer.to_str())
+        cls_token, sep_token = self.cls_token, self.sep_token
         standalone.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-            special_tokens=[("[CLS]", self.cls_id), ("[SEP]", self.sep_id)])
+            single=f"{cls_token} $A {sep_token}", pair=f"{cls_token} $A {sep_token} $B:1 {sep_token}:1",
+            special_tokens=[(cls_token, self.cls_id), (sep_token, self.sep_id)])
         standalone.enable_truncation(max_length=max_seq_len)
         standalone.save(str(path))
 

@@ -140,8 +140,8 @@ def test_inputs_fed_in_swapped_order_are_caught(_exported):
     # Ids below the type vocabulary (4), so the swapped graph runs instead of failing a Gather.
     encoded = [[2, *([1, 3] * n), 3] for n in range(3, 40)]
     gold = np.zeros(len(encoded), dtype=np.int64)
-    reference = logits_by_shape(open_backend(out, "onnx"), encoded)
-    verdict = judge("onnx", compare(reference, logits_by_shape(open_backend(broken, "onnx"), encoded), gold),
+    reference = logits_by_shape(open_backend(out, "onnx"), encoded, 0)
+    verdict = judge("onnx", compare(reference, logits_by_shape(open_backend(broken, "onnx"), encoded, 0), gold),
                     1.0)
     assert not verdict["fit"] and verdict["max_abs_logit_diff"] > 1e-2
 

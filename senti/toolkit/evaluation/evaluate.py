@@ -12,10 +12,15 @@ from senti.toolkit.data.seen import seen_figures
 from senti.toolkit.evaluation.metrics import classification_metrics
 
 
-def predict_logits(model, encoded, batch_size: int = 64, pad_id: int = 0, parts: bool = False):
-    """Logits for every encoded text, in input order (batches are length-sorted internally); with `parts`, a
-    model with the n-gram head answers (ERNIE's logits, the n-gram side's logits)."""
+def predict_logits(model, encoded, batch_size: int = 64, pad_id: int | None = None, parts: bool = False):
+    """Logits for every encoded text, in input order (batches are length-sorted internally), padded with the
+    model's own padding id unless `pad_id` says another; with `parts`, a model with the n-gram head answers
+    (ERNIE's logits, the n-gram side's logits)."""
     import paddle
+
+    from senti.core.batching import model_pad_id
+
+    pad_id = model_pad_id(model) if pad_id is None else pad_id
 
     def run(input_ids, token_type_ids):
         out = model(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids),

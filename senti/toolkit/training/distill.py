@@ -132,6 +132,13 @@ def layer_map(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]
 
 # --- building the student ---------------------------------------------------------------------
 
+def _vocabulary(folder: Path):
+    """What decides a folder's ids: its vocab.txt as a mapping, or its own tokenizer.json's text."""
+    from senti.core.json_tokenizer import is_json_tokenizer_folder, read_definition
+
+    return read_definition(folder) if is_json_tokenizer_folder(folder) else read_vocab(folder / layout.VOCAB)
+
+
 def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_seq_len: int,
                   init_from_teacher: bool, trust_pickle: bool = False, ngram_buckets: int | None = None):
     """(student, description): a preset shape with the teacher's vocabulary, a checkpoint or a PaddleNLP name;
@@ -153,7 +160,7 @@ def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_
                                                labels, ngram_buckets)
         source = {"source": "pretrained", "path": str(path.resolve()), "loaded": report + note,
                   "ngram_buckets": ngram_buckets}
-        if read_vocab(readable / layout.VOCAB) != read_vocab(teacher_dir / layout.VOCAB):
+        if _vocabulary(readable) != _vocabulary(teacher_dir):
             raise SentiError(f"student {spec} has a different vocabulary from the teacher's; "
                              "a student must share the teacher's vocab.txt (fine-tune the teacher from the same "
                              "pretrained folder)")
@@ -168,7 +175,7 @@ def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_
             raise SentiError(f"could not load student '{spec}' ({type(err).__name__}); use a preset "
                              f"({', '.join(STUDENT_PRESETS)}) or a local checkpoint") from None
         source = {"source": "checkpoint" if path.is_dir() else "paddlenlp", "name": spec}
-        if path.is_dir() and read_vocab(path / layout.VOCAB) != read_vocab(teacher_dir / layout.VOCAB):
+        if path.is_dir() and _vocabulary(path) != _vocabulary(teacher_dir):
             raise SentiError(f"student {spec} has a different vocabulary from the teacher's; "
                              "a student must share the teacher's vocab.txt")
     s_cfg = student.config
@@ -292,7 +299,7 @@ class DistillRun(ClassifierRun[DistillConfig]):
     def loss(self, index) -> Step:
         import paddle
 
-        input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(self.train_ids, index))
+        input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(self.train_ids, index, self.pad_id))
         hidden_s = hidden_t = None
         if self.use_hidden:
             logits_s, hidden_s = logits_and_hidden(self.model, input_ids, token_type_ids, True)

@@ -19,7 +19,8 @@ import numpy as np
 
 from senti.core import layout
 from senti.core.errors import ArtifactError
-from senti.core.untrusted import check_model_config, inside, read_bounded, read_json_file
+from senti.core.json_tokenizer import SPECIAL_NAMES, TOKENIZER_MODELS, load_definition
+from senti.core.untrusted import check_model_config, inside, parse_json, read_bounded, read_json_file
 
 HF_TYPES = ("bert", "roberta", "xlm-roberta")
 HF_SAFE_WEIGHTS, HF_TORCH_WEIGHTS = "model.safetensors", "pytorch_model.bin"
@@ -56,8 +57,7 @@ class HFFolder:
     path: Path
     config: dict
     weights: dict[str, np.ndarray]
-    vocab: list[str]
-    do_lower_case: bool
+    tokenizer: HFTokenizer
     weights_file: str
     ignored: list[str] = field(default_factory=list)
 
@@ -136,42 +136,78 @@ def _hf_weights(path: Path) -> tuple[dict[str, np.ndarray], str]:
     return out, name
 
 
-def _hf_vocab(path: Path, config: dict) -> tuple[list[str], bool]:
-    """The vocabulary in id order and whether it lower-cases, from tokenizer.json (a WordPiece model) or vocab.txt."""
+@dataclass
+class HFTokenizer:
+    """A Hugging Face folder's tokenizer: a WordPiece vocabulary (made senti's vocab.txt and ErnieTokenizer), or
+    another model's tokenizer.json definition (Unigram, BPE: carried as core.json_tokenizer.JsonTokenizer)."""
+
+    size: int
+    kind: str  # the tokenizers model: WordPiece, Unigram, BPE
+    do_lower_case: bool = True
+    vocab: list[str] | None = None  # WordPiece, in id order
+    definition: str | None = None  # tokenizer.json text of any other model
+    specials: dict[str, str] = field(default_factory=dict)  # cls_token, sep_token, ... as the folder names them
+
+
+def _hf_specials(path: Path) -> tuple[dict[str, str], bool]:
+    """(special token names, do_lower_case) from tokenizer_config.json and special_tokens_map.json, where given
+    (Hugging Face writes a token as text or as {"content": text})."""
+    specials: dict[str, str] = {}
     lower = True
-    if (path / HF_TOKENIZER_CONFIG).is_file():
-        settings = read_json_file(path, HF_TOKENIZER_CONFIG, "the tokenizer config", "Hugging Face folder")
-        if isinstance(settings, dict) and isinstance(settings.get("do_lower_case"), bool):
+    for name in ("special_tokens_map.json", HF_TOKENIZER_CONFIG):
+        if not (path / name).is_file():
+            continue
+        settings = read_json_file(path, name, "the tokenizer config", "Hugging Face folder")
+        if not isinstance(settings, dict):
+            continue
+        if isinstance(settings.get("do_lower_case"), bool):
             lower = settings["do_lower_case"]
+        for key in SPECIAL_NAMES:
+            value = settings.get(key)
+            value = value.get("content") if isinstance(value, dict) else value
+            if isinstance(value, str) and value:
+                specials[key] = value
+    return specials, lower
+
+
+def _hf_tokenizer(path: Path, config: dict) -> HFTokenizer:
+    """The folder's tokenizer, from tokenizer.json or vocab.txt, checked against the config's vocab_size."""
+    specials, lower = _hf_specials(path)
     if (path / layout.TOKENIZER_JSON).is_file() or (path / layout.TOKENIZER_JSON).is_symlink():
         file = inside(path, layout.TOKENIZER_JSON, "the tokenizer", "Hugging Face folder")
-        from senti.core.untrusted import parse_json
-
-        data = parse_json(read_bounded(file, MAX_TOKENIZER_BYTES, "the tokenizer", "Hugging Face"), file, "tokenizer")
+        text = read_bounded(file, MAX_TOKENIZER_BYTES, "the tokenizer", "Hugging Face").decode("utf-8", "replace")
+        data = parse_json(text.encode("utf-8"), file, "tokenizer")
         model = data.get("model") if isinstance(data, dict) else None
-        if not isinstance(model, dict) or model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
-            kind = model.get("type") if isinstance(model, dict) else None
-            raise ArtifactError(f"{file}: a {kind or 'unknown'} tokenizer; senti converts WordPiece (BERT) "
-                                "vocabularies so far")
-        normalizer = (data if isinstance(data, dict) else {}).get("normalizer") or {}
-        if isinstance(normalizer, dict) and isinstance(normalizer.get("lowercase"), bool):
-            lower = normalizer["lowercase"]
-        vocab = _ordered(model["vocab"], file)
+        kind = model.get("type") if isinstance(model, dict) else None
+        if kind == "WordPiece" and isinstance(model, dict) and isinstance(model.get("vocab"), dict):
+            normalizer = (data if isinstance(data, dict) else {}).get("normalizer") or {}
+            if isinstance(normalizer, dict) and isinstance(normalizer.get("lowercase"), bool):
+                lower = normalizer["lowercase"]
+            tokenizer = HFTokenizer(len(model["vocab"]), kind, lower, vocab=_ordered(model["vocab"], file))
+        elif kind in TOKENIZER_MODELS:
+            size = load_definition(text, file).get_vocab_size(with_added_tokens=True)
+            tokenizer = HFTokenizer(size, kind, False, definition=text, specials=specials)
+        else:
+            raise ArtifactError(f"{file}: a {kind or 'unknown'} tokenizer; senti reads "
+                                f"{', '.join(TOKENIZER_MODELS)} models")
     elif (path / layout.VOCAB).is_file() or (path / layout.VOCAB).is_symlink():
         file = inside(path, layout.VOCAB, "the vocabulary", "Hugging Face folder")
-        text = read_bounded(file, MAX_TOKENIZER_BYTES, "the vocabulary", "Hugging Face").decode("utf-8", "replace")
-        vocab = text.split("\n")
+        vocab = read_bounded(file, MAX_TOKENIZER_BYTES, "the vocabulary", "Hugging Face").decode(
+            "utf-8", "replace").split("\n")
         while vocab and not vocab[-1]:
             vocab.pop()
+        tokenizer = HFTokenizer(len(vocab), "WordPiece", lower, vocab=vocab)
     else:
         raise ArtifactError(f"{path}: no tokenizer ({layout.TOKENIZER_JSON} or {layout.VOCAB})")
-    if len(vocab) != config["vocab_size"]:
-        raise ArtifactError(f"{path}: the tokenizer has {len(vocab)} tokens but the config says vocab_size "
+    # A tokenizer.json may cover fewer ids than the embeddings have rows (XLM-R: 250,002 of 250,037); never more.
+    exact = tokenizer.vocab is not None
+    if tokenizer.size > config["vocab_size"] or (exact and tokenizer.size != config["vocab_size"]):
+        raise ArtifactError(f"{path}: the tokenizer has {tokenizer.size} tokens but the config says vocab_size "
                             f"{config['vocab_size']}")
-    for token in ("[PAD]", "[UNK]", "[CLS]", "[SEP]"):
-        if token not in vocab:
+    for token in ("[PAD]", "[UNK]", "[CLS]", "[SEP]") if exact else ():
+        if token not in (tokenizer.vocab or ()):
             raise ArtifactError(f"{path}: the vocabulary has no {token}")
-    return vocab, lower
+    return tokenizer
 
 
 def _ordered(vocab: dict, where: Path) -> list[str]:
@@ -191,8 +227,7 @@ def read_hf_folder(path: Path) -> HFFolder:
     path = Path(path)
     config = _hf_config(path)
     weights, weights_file = _hf_weights(path)
-    vocab, lower = _hf_vocab(path, config)
-    return HFFolder(path, config, weights, vocab, lower, weights_file)
+    return HFFolder(path, config, weights, _hf_tokenizer(path, config), weights_file)
 
 
 def position_offset(config: dict) -> int:

@@ -141,7 +141,7 @@ def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int, tru
         return _build_scratch(spec, labels, train_texts, max_seq_len, ngram_buckets)
     path = Path(spec).expanduser()
     if path.is_dir() and not is_checkpoint(path):
-        return _build_from_folder(path, labels, trust_pickle, ngram_buckets)
+        return _build_from_folder(path, labels, train_texts, trust_pickle, ngram_buckets)
     if Path(spec).expanduser().is_dir():
         model, tokenizer, meta = load_checkpoint(Path(spec).expanduser(), trust_pickle)
         if meta.labels != labels:
@@ -156,25 +156,30 @@ def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int, tru
     return _load_pretrained(spec, labels)
 
 
-def readable_folder(path: Path) -> tuple[Path, Any, str]:
+def readable_folder(path: Path, trim_texts: list[str] | None = None) -> tuple[Path, Any, str]:
     """(PaddleNLP folder to read, what must stay alive while it is read, a note) for a pretrained start: a Hugging
     Face folder is converted (and checked against numpy) into a temporary PaddleNLP folder; others are read as
-    they are. The caller ties the second item to the tokenizer, whose save_pretrained copies the vocabulary."""
+    they are. The caller ties the second item to the tokenizer, whose save_pretrained copies the vocabulary.
+    `trim_texts`: the texts a large Unigram vocabulary is trimmed to (toolkit.training.vocab_trim)."""
     if not is_hf_folder(path):
         return path, None, ""
     from senti.toolkit.training.convert import converted_start
 
-    folder, meta = converted_start(path)
+    folder, meta = converted_start(path, trim_texts)
     note = "".join(f"; not in the original, left random: {', '.join(meta.fresh)}" for _ in meta.fresh[:1])
     note += (f"; converted from Hugging Face {meta.model_type} ({meta.weights_file}), last hidden states within "
              f"{meta.check['max_abs_diff']:.1e} of the original's")
+    if meta.vocab.get("trim"):
+        note += (f"; its vocabulary trimmed to the {meta.vocab['rows']:,} of {meta.vocab['of']:,} pieces the "
+                 f"training texts use (with every single character), the same pieces for all "
+                 f"{meta.vocab['trim']['texts_checked']:,} texts")
     return Path(folder.name), folder, note
 
 
-def _build_from_folder(path: Path, labels, trust_pickle: bool, ngram_buckets: int):
+def _build_from_folder(path: Path, labels, train_texts, trust_pickle: bool, ngram_buckets: int):
     """A PaddleNLP folder, or a Hugging Face one converted first, with a fresh classifier head."""
     hf = is_hf_folder(path)
-    readable, keep, note = readable_folder(path)
+    readable, keep, note = readable_folder(path, list(train_texts) if hf else None)
     model, tokenizer, report = pretrained_folder(readable, classifier_class(ngram_buckets), trust_pickle and not hf,
                                                  labels, ngram_buckets)
     if keep is not None:
@@ -298,12 +303,12 @@ def pretrained_folder(path: Path, model_class, trust_pickle: bool = False, label
                       ngram_buckets: int = 0):
     """(model, tokenizer, one-line report) from a PaddleNLP model folder (with or without a task head, senti's
     own pretrained folders included): the encoder loads, any head that does not fit is made fresh."""
-    from paddlenlp.transformers import ErnieConfig, ErnieTokenizer
+    from paddlenlp.transformers import ErnieConfig
+
+    from senti.core.json_tokenizer import folder_tokenizer
 
     path = Path(path)
     data = folder_config(path)
-    if not (path / layout.VOCAB).is_file():
-        raise SentiError(f"{path}: no {layout.VOCAB} beside the weights")
     known = set(ErnieConfig().to_dict())
     settings = {k: v for k, v in data.items() if k in known and k not in ("id2label", "label2id", "num_labels")}
     if labels is not None:
@@ -317,11 +322,11 @@ def pretrained_folder(path: Path, model_class, trust_pickle: bool = False, label
 
         settings_file = read_json_file(path, layout.PADDLENLP_TOKENIZER_CONFIG, "the tokenizer config", "model folder")
         lower = bool(settings_file.get("do_lower_case", True)) if isinstance(settings_file, dict) else True
-    tokenizer = ErnieTokenizer(str(path / layout.VOCAB), do_lower_case=lower)
+    tokenizer = folder_tokenizer(path, lower)
     rows = settings["vocab_size"]
     if len(tokenizer.vocab) != rows:
-        raise SentiError(f"{path}: {layout.VOCAB} has {len(tokenizer.vocab)} tokens but the config says "
-                         f"vocab_size {rows}")
+        raise SentiError(f"{path}: {getattr(tokenizer, 'senti_vocab_file', layout.VOCAB)} has {len(tokenizer.vocab)} "
+                         f"tokens but the config says vocab_size {rows}")
     loaded, missing = load_weights(model, path, trust_pickle)
     prefix = model.base_model_prefix + "."
     encoder_loaded = [n for n in loaded if n.startswith(prefix)]

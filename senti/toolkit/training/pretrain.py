@@ -101,6 +101,7 @@ def _start_model(config: PretrainConfig, say):
     """(ErnieForMaskedLM, tokenizer, vocab file, source) from scratch or from a folder with its vocabulary."""
     from paddlenlp.transformers import ErnieForMaskedLM, ErnieTokenizer
 
+    from senti.core.json_tokenizer import is_json_tokenizer_folder
     from senti.toolkit.training.models import (
         PRESETS,
         SHAPES,
@@ -133,6 +134,9 @@ def _start_model(config: PretrainConfig, say):
         raise SentiError(f"--model {spec}: pretraining starts from scratch:<shape>, a checkpoint or a PaddleNLP "
                          "model folder")
     readable, keep, note = readable_folder(path)
+    if is_json_tokenizer_folder(readable):
+        raise SentiError(f"--model {spec}: its tokenizer is its own tokenizer.json (not a WordPiece vocab.txt); "
+                         "senti pretrain masks WordPiece vocabularies only so far (senti train reads it)")
     model, tokenizer, report = pretrained_folder(readable, ErnieForMaskedLM, config.trust_pickle and keep is None)
     if keep is not None:
         tokenizer._senti_vocab_folder = keep

@@ -339,6 +339,13 @@ class ClassifierRun(Run[Classifier]):
     heldout_hashes: np.ndarray | None = None  # dev and test texts, ancestors' too: a replay never trains on them
     adjust_counts: np.ndarray | None = None  # training rows per class, when the logit adjustment is chosen on dev
 
+    @property
+    def pad_id(self) -> int:
+        """The id batches are padded with: the model's own (XLM-R's is 1)."""
+        from senti.core.batching import model_pad_id
+
+        return model_pad_id(self.model)
+
     # --- what the loop asks ------------------------------------------------------------------------------------
 
     def agreement(self) -> dict:

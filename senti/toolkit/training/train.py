@@ -102,7 +102,7 @@ class TrainRun(ClassifierRun[TrainConfig]):
         import paddle
         import paddle.nn.functional as F
 
-        input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(self.train_ids, index))
+        input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(self.train_ids, index, self.pad_id))
         gold = paddle.to_tensor(self.train_y[index])
         losses = {suffix: F.cross_entropy(logits.astype("float32"), gold, weight=self.class_weight)
                   for suffix, logits in self.sides(input_ids, token_type_ids).items()}

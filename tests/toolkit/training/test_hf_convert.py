@@ -75,10 +75,10 @@ def test_folders_that_are_not_what_they_say_are_refused_in_one_line(tmp_path):
         with pytest.raises(ArtifactError, match=message) as err:
             convert_folder(source, tmp_path / f"{name}-out")
         assert "\n" not in str(err.value)
-    source = write_hf_folder(tmp_path / "unigram", weights="safetensors")
-    (source / "tokenizer.json").write_text(json.dumps({"model": {"type": "Unigram", "vocab": []}}))
-    with pytest.raises(ArtifactError, match="a Unigram tokenizer"):
-        convert_folder(source, tmp_path / "unigram-out")
+    source = write_hf_folder(tmp_path / "wordlevel", weights="safetensors")
+    (source / "tokenizer.json").write_text(json.dumps({"model": {"type": "WordLevel", "vocab": {}}}))
+    with pytest.raises(ArtifactError, match="a WordLevel tokenizer; senti reads Unigram, WordPiece, BPE"):
+        convert_folder(source, tmp_path / "wordlevel-out")
 
 
 def test_a_vocabulary_linked_outside_the_folder_is_not_read(tmp_path):
@@ -147,3 +147,86 @@ def test_pretrain_and_distill_start_from_a_hugging_face_folder(tmp_path, binary_
     assert report is not None
     student = json.loads((tmp_path / "student" / layout.CHECKPOINT_META).read_text())["model"]
     assert "converted from Hugging Face" in student["loaded"]
+
+
+def test_a_unigram_model_keeps_its_own_tokenizer_json(tmp_path):
+    from senti.core.json_tokenizer import JsonTokenizer, is_json_tokenizer_folder
+
+    source = write_hf_folder(tmp_path / "hf", model_type="xlm-roberta", tokenizer="unigram")
+    meta = convert_folder(source, tmp_path / "out")
+    assert meta.tokenizer == layout.TOKENIZER_JSON and meta.check["max_abs_diff"] < 1e-4
+    assert is_json_tokenizer_folder(tmp_path / "out") and not (tmp_path / "out" / layout.VOCAB).exists()
+    tokenizer = JsonTokenizer.from_folder(tmp_path / "out")
+    assert (tokenizer.cls_token, tokenizer.sep_token, tokenizer.pad_token_id) == ("<s>", "</s>", 1)
+    ids = tokenizer(["这个东西非常好"], max_length=5)["input_ids"][0]
+    assert ids[0] == 0 and ids[-1] == 2 and len(ids) == 5
+
+
+def test_a_large_unigram_vocabulary_is_trimmed_to_the_pieces_texts_use(tmp_path, monkeypatch):
+    from tokenizers import Tokenizer
+
+    monkeypatch.setattr(convert_module, "TRIM_ABOVE", 50)  # the tiny vocabulary stands in for XLM-R's 250,002
+    source = write_hf_folder(tmp_path / "hf", model_type="xlm-roberta", tokenizer="unigram")
+    texts = ["非常好", "质量垃圾", "推荐购买，很满意"]
+    meta = convert_folder(source, tmp_path / "out", trim_texts=texts)
+    trim = meta.vocab["trim"]
+    assert trim["texts_checked"] == 3 and meta.vocab["rows"] < meta.vocab["of"]
+    original = Tokenizer.from_file(str(source / "tokenizer.json"))
+    trimmed = Tokenizer.from_file(str(tmp_path / "out" / "tokenizer.json"))
+    assert trimmed.get_vocab_size() == meta.vocab["rows"]
+    for text in texts:  # the same pieces, under new ids
+        assert original.encode(text, add_special_tokens=False).tokens == trimmed.encode(
+            text, add_special_tokens=False).tokens
+    from safetensors.numpy import load_file
+
+    rows = load_file(str(tmp_path / "out" / layout.PADDLENLP_SAFE_WEIGHTS))["embeddings.word_embeddings.weight"]
+    old = load_file(str(source / "model.safetensors"))["roberta.embeddings.word_embeddings.weight"]
+    piece = original.encode("推荐购买", add_special_tokens=False).tokens[0]
+    np.testing.assert_array_equal(rows[trimmed.token_to_id(piece)], old[original.token_to_id(piece)])
+
+
+def test_a_unigram_model_trains_exports_and_serves_with_its_own_ids(tmp_path, binary_folder):
+    from senti.serving import Predictor
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.train import run_training
+
+    source = write_hf_folder(tmp_path / "hf", model_type="xlm-roberta", tokenizer="unigram")
+    run_training(TrainConfig(output_dir=str(tmp_path / "ckpt"), model=str(source), dataset=str(binary_folder),
+                             epochs=1, max_steps=10, batch_size=16, max_seq_len=24, baseline=False, device="cpu",
+                             lr=1e-3), say=lambda _: None)
+    meta = json.loads((tmp_path / "ckpt" / layout.CHECKPOINT_META).read_text())
+    assert meta["tokenizer"]["class"] == "JsonTokenizer" and meta["tokenizer"]["vocab_file"] == "tokenizer.json"
+    runner = CliRunner()
+    result = runner.invoke(app, ["export", "--model", str(tmp_path / "ckpt"), "--output-dir", str(tmp_path / "exp"),
+                                 "--formats", "onnx"])
+    assert result.exit_code == 0, result.output
+    predictor = Predictor.load(tmp_path / "exp", backend="onnx")
+    standalone = __import__("tokenizers").Tokenizer.from_file(str(tmp_path / "exp" / "tokenizer.json"))
+    text = "这个东西非常好，推荐购买"
+    assert standalone.encode(text).ids[0] == 0 and standalone.encode(text).ids[-1] == 2  # <s> ... </s>
+    from senti.core.checkpoint import load_checkpoint
+
+    model, tokenizer, _ = load_checkpoint(tmp_path / "ckpt")
+    assert standalone.encode(text).ids == tokenizer([text], max_length=24)["input_ids"][0]
+    from senti.toolkit.evaluation.evaluate import predict_logits
+
+    texts = [text, "质量垃圾，很失望", "好"]
+    dynamic = predict_logits(model, tokenizer(texts, max_length=24)["input_ids"])
+    np.testing.assert_allclose(predictor.logits(texts, 8)[0], dynamic, atol=1e-4)
+
+
+def test_batches_are_padded_with_the_models_own_padding_id(tmp_path):
+    """XLM-R pads with 1: padding with 0 (<s>) made padded positions count as text, so a short text's answer
+    depended on the longest text in its batch."""
+    from senti.core.checkpoint import load_checkpoint
+    from senti.toolkit.evaluation.evaluate import predict_logits
+    from senti.toolkit.training.models import build_model
+
+    source = write_hf_folder(tmp_path / "hf", model_type="xlm-roberta", tokenizer="unigram")
+    model, tokenizer, _ = build_model(str(source), ["negative", "positive"], ["好"], 32)
+    del load_checkpoint
+    model.eval()
+    ids = tokenizer(["好", "这个东西非常好，推荐购买，很满意，质量不错"], max_length=32)["input_ids"]
+    together = predict_logits(model, ids)
+    alone = np.concatenate([predict_logits(model, [row]) for row in ids])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
