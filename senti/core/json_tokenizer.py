@@ -79,7 +79,7 @@ class JsonTokenizer:
     senti_vocab_file = layout.TOKENIZER_JSON  # what TokenizerSettings records as the vocabulary file
     do_lower_case = False  # the definition's normalizer decides
 
-    def __init__(self, definition: str, where: object = "tokenizer.json", **specials: str):
+    def __init__(self, definition: str, where: object = layout.TOKENIZER_JSON, **specials: str):
         self.definition = definition
         self._tokenizer = load_definition(definition, where)
         self._vocab: dict[str, int] = self._tokenizer.get_vocab(with_added_tokens=True)

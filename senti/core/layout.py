@@ -17,6 +17,8 @@ PRETRAIN_TEXT_HASHES = "pretrain_text_hashes.npy"  # 64-bit hashes of the texts 
 TRAIN_TEXT_HASHES = "train_text_hashes.npy"  # 64-bit hashes of the texts trained on, ancestors' too (also in exports)
 HELDOUT_TEXT_HASHES = "heldout_text_hashes.npy"  # 64-bit hashes of the dev and test texts, ancestors' too: never replayed
 LEGACY_CONFIG = "model_config.json"  # older PaddleNLP folders' config
+HF_TORCH_WEIGHTS = "pytorch_model.bin"  # a Hugging Face folder's PyTorch weights (core.torch_weights reads them)
+HF_SPECIAL_TOKENS = "special_tokens_map.json"  # a Hugging Face folder's special tokens (senti convert reads them)
 CONVERT_META = "convert.json"  # a folder made by senti convert from a Hugging Face one: its source and check
 LAUNCH_LOGS = "launch_logs"  # each node's launcher and worker logs, inside the run's output folder
 # What a run of senti leaves in its output folder before (or without) a checkpoint: a folder holding only these is

@@ -9,6 +9,15 @@ from __future__ import annotations
 from senti.serving.backends import FORMATS
 
 RELOAD_AGREEMENT = 0.9
+# A Hugging Face encoder converted to Paddle ERNIE (toolkit.training.convert) against a numpy forward pass of the
+# original tensors: the largest difference allowed in the last hidden states (a right conversion reads about 1e-6, a
+# wrong transpose or position offset about 1).
+CONVERSION_TOLERANCE = 1e-3
+
+
+def conversion_fits(max_abs_diff: float) -> bool:
+    """The rule for a converted encoder: last hidden states within CONVERSION_TOLERANCE of the original's."""
+    return max_abs_diff <= CONVERSION_TOLERANCE
 
 
 def judge(fmt: str, result: dict, reference_accuracy: float) -> dict:

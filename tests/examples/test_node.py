@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import EDGE_CASES, PARITY, synthetic_rows
+from helpers import EDGE_CASES, PARITY, export_tiny, synthetic_rows, train_tiny, write_folder, write_hf_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "node"
@@ -72,6 +72,28 @@ def test_node_scores_as_senti_serving_does(node_example, _exported, fmt):
     want = np.array([[p.probabilities[lab] for lab in predictor.labels] for p in python])
     # fp32 within the export's parity tolerance; the INT8 model's kernels differ a little between ORT builds
     assert np.abs(got - want).max() <= (1e-4 if fmt == "onnx" else 1e-3), np.abs(got - want).max()
+
+
+def test_node_scores_a_model_with_its_own_unigram_tokenizer_as_senti_serving_does(node_example, tmp_path):
+    """An XLM-R-style start (tokenizer.json with a Unigram model, <s>/</s>/<pad>=1): Node reads the export's
+    tokenizer.json and gives senti.serving's ids and answers."""
+    from senti.serving import Predictor
+
+    data = write_folder(tmp_path / "data", synthetic_rows(300, seed=1), synthetic_rows(60, seed=2),
+                        synthetic_rows(60, seed=3))
+    source = write_hf_folder(tmp_path / "hf", model_type="xlm-roberta", tokenizer="unigram")
+    train_tiny(tmp_path / "ckpt", data, model=str(source), epochs=1, max_steps=8, max_seq_len=32, baseline=False)
+    export = tmp_path / "export"
+    export_tiny(tmp_path / "ckpt", export, formats=["onnx"])
+    predictor = Predictor.load(export, backend="onnx", threads=1)
+    texts = [t for _, t in PARITY] + synthetic_texts(300)
+    python = predictor.predict(texts, batch_size=1)
+    node = node_answers(node_example, export, texts, "onnx")
+    assert [a["label"] for a in node] == [p.label for p in python]
+    assert [a["truncated"] for a in node] == [p.truncated for p in python]
+    got = np.array([[a["probabilities"][lab] for lab in predictor.labels] for a in node])
+    want = np.array([[p.probabilities[lab] for lab in predictor.labels] for p in python])
+    assert np.abs(got - want).max() <= 1e-4, np.abs(got - want).max()
 
 
 def test_node_refuses_what_senti_serving_refuses(node_example, _exported, tmp_path):

@@ -10,7 +10,6 @@ against a numpy forward pass of the original tensors (bert_reference) on a few t
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,14 +22,13 @@ from senti.core.json_tokenizer import SPECIAL_NAMES, TOKENIZER_MODELS, load_defi
 from senti.core.untrusted import check_model_config, inside, parse_json, read_bounded, read_json_file
 
 HF_TYPES = ("bert", "roberta", "xlm-roberta")
-HF_SAFE_WEIGHTS, HF_TORCH_WEIGHTS = "model.safetensors", "pytorch_model.bin"
-HF_TOKENIZER_CONFIG = "tokenizer_config.json"
+HF_SAFE_WEIGHTS, HF_TORCH_WEIGHTS = layout.PADDLENLP_SAFE_WEIGHTS, layout.HF_TORCH_WEIGHTS
+HF_TOKENIZER_CONFIG = layout.PADDLENLP_TOKENIZER_CONFIG
 # Paddle's encoder layer applies `getattr(F, hidden_act)`: erf GELU and ReLU exist there under the same names.
 ACTIVATIONS = ("gelu", "relu")
 # ERNIE's layer norms run at epsilon 1e-12 (PaddleNLP's ErniePretrainedModel._init_weights), BERT's default.
 ERNIE_EPS = 1e-12
 CHECK_TEXTS = ("这家酒店的服务非常好，房间也干净。", "物流太慢了，包装破损，再也不买了", "质量一般，价格还行 OK 👍")
-CHECK_TOLERANCE = 1e-3  # largest difference in the last hidden states allowed between numpy and Paddle
 MAX_TOKENIZER_BYTES = 64 << 20  # xlm-roberta's tokenizer.json is 17 MB
 
 # Hugging Face encoder names (prefix stripped) -> PaddleNLP ERNIE's; `T` marks Linear weights stored transposed.
@@ -69,10 +67,11 @@ def is_hf_folder(path: Path) -> bool:
     config = path / layout.PADDLENLP_CONFIG
     if not config.is_file():
         return False
-    try:
-        model_type = json.loads(read_bounded(config, 1 << 20, "the model config")).get("model_type")
-    except (ValueError, AttributeError, ArtifactError):
+    try:  # read as untrusted: a crafted config is refused by the reader that follows, in one line
+        data = parse_json(read_bounded(config, 1 << 20, "the model config"), config, "model config")
+    except (ArtifactError, OSError):
         return False
+    model_type = data.get("model_type") if isinstance(data, dict) else None
     if model_type not in HF_TYPES:
         return False
     if (path / HF_TORCH_WEIGHTS).is_file():
@@ -154,7 +153,7 @@ def _hf_specials(path: Path) -> tuple[dict[str, str], bool]:
     (Hugging Face writes a token as text or as {"content": text})."""
     specials: dict[str, str] = {}
     lower = True
-    for name in ("special_tokens_map.json", HF_TOKENIZER_CONFIG):
+    for name in (layout.HF_SPECIAL_TOKENS, HF_TOKENIZER_CONFIG):
         if not (path / name).is_file():
             continue
         settings = read_json_file(path, name, "the tokenizer config", "Hugging Face folder")
