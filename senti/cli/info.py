@@ -34,6 +34,9 @@ def info():
             else "no faster than fp32 (no VNNI): auto serves fp32")
     table.add_row("cpu flags", f"{', '.join(flags) or 'none of ' + ', '.join(RECORDED_FLAGS)}; INT8 {int8}")
     table.add_row("threads", f"OMP {runtime['omp_num_threads']}, MKL_DEBUG_CPU_TYPE={runtime['mkl_debug_cpu_type']}")
+    from senti.toolkit.training import native
+
+    table.add_row("CPU training kernels", native.status())
     gpus = paddle.device.cuda.device_count() if paddle.device.is_compiled_with_cuda() else 0
     table.add_row("gpu", ", ".join(paddle.device.cuda.get_device_name(i) for i in range(gpus)) or
                   ("none visible" if paddle.device.is_compiled_with_cuda() else "none (CPU build of paddle)"))

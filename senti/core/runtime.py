@@ -92,9 +92,24 @@ def import_paddle():
     if "paddle" in sys.modules or verbose():
         import paddle
     else:
-        with contextlib.redirect_stderr(io.StringIO()):
+        hidden = io.StringIO()
+        with contextlib.redirect_stderr(hidden):
             import paddle
+        _unhide_log_handlers(hidden)
     return paddle
+
+
+def _unhide_log_handlers(hidden) -> None:
+    """Paddle's import adds a StreamHandler to the root logger bound to the stream of that moment: the buffer its
+    warning was hidden in, where every later warning of senti's (the C kernels off, a failed reload) vanished. Such
+    handlers write to the real stderr again."""
+    import logging
+
+    for logger in (logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values()
+                                           if isinstance(v, logging.Logger))):
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream is hidden:
+                handler.setStream(sys.stderr)
 
 
 def paddle_mkl_path() -> Path | None:

@@ -42,6 +42,7 @@ class TrainingMetrics(ArtifactMeta):
     interrupted: dict | None = None  # {signal, epoch, step} when a signal stopped the run
     stopped_early: bool = False
     workers: list[dict] | None = None  # per rank (several workers): node, steps, weights digest
+    kernels: str | None = None  # the CPU training kernels that ran and why: "c (library)", "python (reason)"
 
 
 @dataclass
@@ -64,6 +65,7 @@ class PretrainMetrics(ArtifactMeta):
     resumed_at: int = 0  # the step this run started at (0: from the start)
     interrupted: dict | None = None
     workers: list[dict] | None = None
+    kernels: str | None = None  # the CPU training kernels that ran and why (as TrainingMetrics.kernels)
 
 
 @dataclass

@@ -72,3 +72,17 @@ def test_a_paddle_inference_run_leaves_mkls_threads_as_they_were(tmp_path):
         assert mkl.MKL_Get_Max_Threads() == 2
     finally:
         mkl.MKL_Set_Num_Threads(before)
+
+
+def test_warnings_after_paddles_quiet_import_still_reach_stderr():
+    """import_paddle hides Paddle's import chatter in a buffer, and Paddle's import binds a root log handler to the
+    stream of that moment: every later warning (the C kernels off, a failed reload) went into the buffer."""
+    import subprocess
+    import sys
+
+    script = ("import logging\nfrom senti.core.runtime import import_paddle\nimport_paddle()\n"
+              "logging.getLogger('senti.check').warning('the-warning-that-must-show')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "SENTI_VERBOSE": ""})
+    assert done.returncode == 0, done.stderr
+    assert "the-warning-that-must-show" in done.stderr

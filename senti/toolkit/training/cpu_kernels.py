@@ -167,6 +167,15 @@ def _layer_norm(layer, x):
     return native.LayerNorm.apply(x, layer.weight, layer.bias, float(layer._epsilon))
 
 
+def kernels_that_run(switched: dict) -> str:
+    """What `use_cpu_kernels` chose, for metrics.json: `c (library)` when the C kernels took the layer norms, else
+    `python (why)`."""
+    said = native.status()
+    if switched.get("layer_norm") or not said.startswith("c "):
+        return said
+    return "python (a model not in float32, or no layer the C kernels take)"
+
+
 def use_cpu_kernels(model, seed: int, dropout: bool = True, use_native: bool | None = None) -> dict:
     """Switch `model`'s layers to the kernels above; returns how many of each were switched. `seed` seeds the
     dropout masks. Linears with a bias go through `Dense`; unless `dropout` is False, dropouts and the attention

@@ -12,12 +12,14 @@ library is float32 and contiguous (made so when not); outputs are allocated by P
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import json
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from functools import lru_cache
@@ -57,8 +59,44 @@ def cache_folder() -> Path:
     return Path(os.environ.get("SENTI_CACHE") or Path.home() / ".cache" / "senti") / "kernels"
 
 
+def unsafe(path: Path) -> str | None:
+    """Why a cache folder or library may not be trusted, or None: it (or a folder above it) is a symbolic link,
+    belongs to another user, or can be written by others (OpenSSH's and pip's rule; a folder like /tmp, writable by
+    all but sticky, lets no one replace what another user made in it)."""
+    uid = os.getuid()
+    for i, part in enumerate([path, *path.parents]):
+        try:
+            st = os.lstat(part)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(st.st_mode) and i < 2:  # the library and its folder; a linked home above is the admin's
+            return f"{part} is a symbolic link"
+        if stat.S_ISLNK(st.st_mode):
+            st = os.stat(part)
+        if st.st_uid not in (uid, 0):
+            return f"{part} belongs to another user (uid {st.st_uid})"
+        if st.st_mode & 0o022 and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
+            return f"{part} can be written by others"
+    return None
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _cached(folder: Path, key: str) -> Path | None:
+    """The library built for `key` in `folder` when its bytes are what was built (its digest is in its name), its
+    folder and file safe; a damaged one (truncated, another file under its name) is removed and None returned."""
+    for found in folder.glob(f"senti-kernels-{key}-*.so"):
+        if unsafe(found) is None and found.name == f"senti-kernels-{key}-{_digest(found)}.so":
+            return found
+        found.unlink(missing_ok=True)
+    return None
+
+
 def build(folder: Path | None = None) -> Path:
-    """Compile kernels.c into `folder` (the cache folder) unless already built; return the library's path.
+    """Compile kernels.c into `folder` (the cache folder) unless already built; return the library's path. A cache
+    folder that is not safe (`unsafe`) is not used: the library is built in a private folder, with a warning.
     Raises RuntimeError with the compiler's first error line when the build fails."""
     compiler = os.environ.get("CC") or "cc"
     if shutil.which(compiler) is None:
@@ -70,18 +108,24 @@ def build(folder: Path | None = None) -> Path:
     key = hashlib.sha256("\n".join([SOURCE.read_text(), compiler, " ".join(FLAGS), str(mkl), json.dumps(cpu_info())])
                          .encode()).hexdigest()[:16]
     folder = folder or cache_folder()
-    target = folder / f"senti-kernels-{key}.so"
-    if target.exists():
-        return target
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    why = unsafe(folder)
+    if why is not None:
+        log.warning("senti's kernel cache is not safe to load from (%s); building in a private folder", why)
+        folder = Path(tempfile.mkdtemp(prefix="senti-kernels-"))  # 0700, this process's own
+        atexit.register(shutil.rmtree, folder, True)
+    if (found := _cached(folder, key)) is not None:
+        return found
     with tempfile.TemporaryDirectory(dir=folder) as tmp:  # built aside, then renamed: never half-written
-        built = Path(tmp) / target.name
+        built = Path(tmp) / "kernels.so"
         command = [compiler, *FLAGS, str(SOURCE), "-o", str(built), f"-L{mkl}", f"-l:{library.name}",
                    f"-Wl,-rpath,{mkl}", "-lmvec", "-lm"]
         done = subprocess.run(command, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
             raise RuntimeError(f"building {SOURCE.name} failed: {first}")
+        built.chmod(0o755)
+        target = folder / f"senti-kernels-{key}-{_digest(built)}.so"
         os.replace(built, target)
     return target
 
@@ -92,15 +136,31 @@ def load():
     if os.environ.get("SENTI_NATIVE_KERNELS", "1") == "0":
         return None
     try:
-        library = ctypes.CDLL(str(build()))
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
-        log.warning("senti's C training kernels are off (%s); training uses the Python kernels", error)
+        path = build()
+        library = ctypes.CDLL(str(path))
+        for name, arguments in SIGNATURES.items():
+            function = getattr(library, name)  # AttributeError: a library without senti's symbols
+            function.argtypes = arguments
+            function.restype = None
+    except (RuntimeError, OSError, AttributeError, subprocess.TimeoutExpired) as error:
+        why = str(error).splitlines()[0] if str(error) else type(error).__name__
+        _STATUS.update(path="python", why=why)
+        log.warning("senti's C training kernels are off (%s); training uses the Python kernels", why)
         return None
-    for name, arguments in SIGNATURES.items():
-        function = getattr(library, name)
-        function.argtypes = arguments
-        function.restype = None
+    _STATUS.update(path="c", why=path.name)
     return library
+
+
+_STATUS = {"path": "python", "why": "not loaded yet"}
+
+
+def status() -> str:
+    """Which kernels training uses and why, as metrics.json and `senti info` say it: `c (LIBRARY)` or
+    `python (WHY)`."""
+    load()
+    if os.environ.get("SENTI_NATIVE_KERNELS", "1") == "0":
+        return "python (SENTI_NATIVE_KERNELS=0)"
+    return f"{_STATUS['path']} ({_STATUS['why']})"
 
 
 def _ready(t):

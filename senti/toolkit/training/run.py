@@ -229,9 +229,9 @@ class Run(Generic[Settings]):
 
         self.prepare()
         if self.device == "cpu":  # senti's C kernels (or its Python ones): Paddle's CPU kernels are slow
-            from senti.toolkit.training.cpu_kernels import use_cpu_kernels
+            from senti.toolkit.training.cpu_kernels import kernels_that_run, use_cpu_kernels
 
-            use_cpu_kernels(self.model, self.config.seed + self.rank)
+            self.metrics.kernels = kernels_that_run(use_cpu_kernels(self.model, self.config.seed + self.rank))
         if self.world > 1:
             join(self.agreement())
             self.net = paddle.DataParallel(self.model)  # starts every replica from rank 0's weights

@@ -203,3 +203,67 @@ def test_a_float64_model_gets_the_python_kernels_and_stays_float64():
     out = model(x)
     assert out.dtype == paddle.float64
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-10, atol=1e-12)
+
+
+PLANTED_C = "#include <stdio.h>\n#include <stdlib.h>\n__attribute__((constructor)) static void planted(void) {\n" \
+            "  FILE *f = fopen(getenv(\"PLANTED_MARK\"), \"w\"); if (f) { fputs(\"ran\", f); fclose(f); } }\n"
+
+
+def _planted_library(tmp_path, folder, key_of):
+    """A library that is not senti's, named as a cache entry of senti's key (its own digest in the name), whose
+    constructor writes a marker file when it is loaded."""
+    import subprocess
+
+    source = tmp_path / "planted.c"
+    source.write_text(PLANTED_C)
+    built = tmp_path / "planted.so"
+    subprocess.run(["cc", "-shared", "-fPIC", str(source), "-o", str(built)], check=True)
+    import hashlib
+
+    target = folder / f"senti-kernels-{key_of}-{hashlib.sha256(built.read_bytes()).hexdigest()[:16]}.so"
+    target.write_bytes(built.read_bytes())
+    (folder / f"senti-kernels-{key_of}.so").write_bytes(built.read_bytes())  # the name senti loaded unchecked before
+    return target
+
+
+@pytest.mark.parametrize("how", ["writable by others", "another user's"])
+def test_a_library_planted_in_an_unsafe_cache_is_never_loaded(tmp_path, how):
+    import os
+    import subprocess
+    import sys
+
+    real = native.build(tmp_path / "own")
+    key = real.name.split("-")[2].removesuffix(".so")
+    shared = tmp_path / "shared"
+    (shared / "kernels").mkdir(parents=True)
+    planted = _planted_library(tmp_path, shared / "kernels", key)
+    if how == "writable by others":
+        (shared / "kernels").chmod(0o777)  # no sticky bit: anyone may replace what is in it
+    else:
+        os.chown(shared / "kernels", 65534, 65534) if os.getuid() == 0 else pytest.skip("chown needs root")
+        for entry in (shared / "kernels").iterdir():
+            os.chown(entry, 65534, 65534)
+    mark = tmp_path / "mark"
+    script = ("from senti.toolkit.training import native\nlib = native.load()\n"
+              "print('LOADED', lib is not None, native.status())\n")
+    env = {**os.environ, "SENTI_CACHE": str(shared), "PLANTED_MARK": str(mark)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert not mark.exists(), "the planted library ran"
+    assert "LOADED True c (senti-kernels-" in done.stdout and planted.name not in done.stdout
+    notes = [line for line in done.stderr.splitlines() if "kernel cache is not safe" in line]
+    assert len(notes) == 1 and ("can be written by others" in notes[0] or "belongs to another user" in notes[0])
+
+
+def test_a_damaged_or_foreign_library_under_the_key_is_rebuilt(tmp_path):
+    built = native.build(tmp_path)
+    whole = built.read_bytes()
+    built.write_bytes(whole[: len(whole) // 3])  # truncated: a Bus error when loaded, before
+    again = native.build(tmp_path)
+    assert again.read_bytes() == whole and native._digest(again) in again.name
+    assert [p.name for p in tmp_path.iterdir()] == [again.name]
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere.so"
+    again.rename(elsewhere)
+    again.symlink_to(elsewhere)  # a link, even to the right bytes, is not followed: it is replaced by a file
+    rebuilt = native.build(tmp_path)
+    assert rebuilt == again and not rebuilt.is_symlink() and rebuilt.read_bytes() == whole
