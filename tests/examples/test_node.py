@@ -10,6 +10,7 @@ import json
 import random
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -120,9 +121,38 @@ def test_node_refuses_what_senti_serving_refuses(node_example, _exported, tmp_pa
     assert done.returncode == 2 and "does not reproduce its recorded parity answers" in done.stderr
 
 
-def test_the_node_http_handler_answers_like_senti_serving(node_example, _exported):
-    import time
+def _abort_mid_body(port: int) -> None:
+    import socket
 
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100000\r\n\r\n{\"texts\": [")
+    time.sleep(0.5)
+
+
+def _split_body_answer(port: int, text: str) -> dict:
+    """POST {"texts": [text]} sent in two writes, the first ending inside the text's first character."""
+    import socket
+
+    body = json.dumps({"texts": [text]}, ensure_ascii=False).encode("utf-8")
+    cut = body.index(text.encode("utf-8")) + 1  # one byte into a three-byte character
+    head = (f"POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head + body[:cut])
+        time.sleep(0.3)
+        sock.sendall(body[cut:])
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert b" 200 " in head.split(b"\r\n")[0], answer[:300]
+    if b"chunked" in head.lower():  # one chunk: SIZE CRLF DATA CRLF 0 CRLF CRLF
+        payload = payload.split(b"\r\n", 1)[1].rsplit(b"\r\n0\r\n", 1)[0]
+    return json.loads(payload)
+
+
+def test_the_node_http_handler_answers_like_senti_serving(node_example, _exported):
     import httpx
     from helpers import free_port
 
@@ -146,6 +176,16 @@ def test_the_node_http_handler_answers_like_senti_serving(node_example, _exporte
         started = time.monotonic()
         assert httpx.post(f"http://127.0.0.1:{port}/v1/predict", json={"texts": ["好"]}, timeout=60).status_code == 200
         assert time.monotonic() - started < 10  # still serving after the bad requests
+        _abort_mid_body(port)  # a client that sends 10 bytes of 100,000 and goes: Node exited on it before
+        assert httpx.post(f"http://127.0.0.1:{port}/v1/predict", json={"texts": ["好"]}, timeout=60).status_code == 200
+        assert server.poll() is None
+        # bytes, not UTF-16 units: 600,000 Chinese characters are 1.8 MB (accepted before)
+        wide = httpx.post(f"http://127.0.0.1:{port}/v1/predict", json={"texts": ["好" * 600_000]}, timeout=60)
+        assert wide.status_code == 413
+        # a body in two reads that cut a character in two: two U+FFFD in the text before
+        text = "质量垃圾，很失望"
+        whole = httpx.post(f"http://127.0.0.1:{port}/v1/predict", json={"texts": [text]}, timeout=60).json()
+        assert _split_body_answer(port, text) == whole
     finally:
         server.kill()
         server.wait()

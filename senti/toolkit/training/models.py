@@ -170,7 +170,7 @@ def readable_folder(path: Path, trim_texts: list[str] | None = None) -> tuple[Pa
     note += (f"; converted from Hugging Face {meta.model_type} ({meta.weights_file}), last hidden states within "
              f"{meta.check['max_abs_diff']:.1e} of the original's")
     if meta.vocab.get("trim"):
-        note += (f"; its vocabulary trimmed to the {meta.vocab['rows']:,} of {meta.vocab['of']:,} pieces the "
+        note += (f"; its vocabulary trimmed to the {meta.vocab['rows']:,} of {meta.vocab['trim']['of']:,} pieces the "
                  f"training texts use (with every single character), the same pieces for all "
                  f"{meta.vocab['trim']['texts_checked']:,} texts")
     return Path(folder.name), folder, note
