@@ -43,6 +43,7 @@ class TrainingMetrics(ArtifactMeta):
     stopped_early: bool = False
     workers: list[dict] | None = None  # per rank (several workers): node, steps, weights digest
     kernels: str | None = None  # the CPU training kernels that ran and why: "c (library)", "python (reason)"
+    kept_parent: bool = False  # a continued model: no checkpoint beat the parent, whose weights were kept
 
 
 @dataclass

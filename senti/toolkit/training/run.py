@@ -228,15 +228,17 @@ class Run(Generic[Settings]):
         import paddle
 
         self.prepare()
+        kernels = None  # on an accelerator, Paddle's own
         if self.device == "cpu":  # senti's C kernels (or its Python ones): Paddle's CPU kernels are slow
             from senti.toolkit.training.cpu_kernels import kernels_that_run, use_cpu_kernels
 
-            self.metrics.kernels = kernels_that_run(use_cpu_kernels(self.model, self.config.seed + self.rank))
+            kernels = kernels_that_run(use_cpu_kernels(self.model, self.config.seed + self.rank))
         if self.world > 1:
             join(self.agreement())
             self.net = paddle.DataParallel(self.model)  # starts every replica from rank 0's weights
         self.loop()
         self.metrics.workers = census(self.model, self.step, self.world)
+        self.metrics.kernels = kernels
         if self.main:
             self.finish()
         if self.metrics.interrupted:
@@ -321,6 +323,9 @@ def finish_run(out: Path, metrics: TrainingMetrics) -> None:
 Classifier = TypeVar("Classifier", bound=ClassifierConfig)
 
 
+OLD_DEV_MARGIN = 0.01  # what a continued model may lose on its parent's own dev split and still be kept
+
+
 class ClassifierRun(Run[Classifier]):
     """`senti train` and `senti distill`: `prepare` must set `model`, `tokenizer`, `labels`, `train_ids`, `dev_ids`,
     `dev_y`, `meta` (a CheckpointMeta), `precision`, `metrics` and `train_hashes`; `loss` gives one batch's Step.
@@ -338,6 +343,10 @@ class ClassifierRun(Run[Classifier]):
     train_hashes: np.ndarray  # every text learned from, ancestors' too (toolkit.data.seen)
     heldout_hashes: np.ndarray | None = None  # dev and test texts, ancestors' too: a replay never trains on them
     adjust_counts: np.ndarray | None = None  # training rows per class, when the logit adjustment is chosen on dev
+    # Continuing a checkpoint (set by `senti train`): the parent, before any step, is the first candidate, and the
+    # parent's own dev split (encoded ids, labels) guards what it knew.
+    parent_first: bool = False
+    old_dev: tuple[list, np.ndarray] | None = None
 
     @property
     def pad_id(self) -> int:
@@ -395,6 +404,8 @@ class ClassifierRun(Run[Classifier]):
         metrics.epochs, metrics.evaluations, metrics.step_losses, metrics.step_terms = [], [], [], []
         metrics.best, metrics.interrupted, metrics.stopped_early = None, None, False
         self.stale = 0  # evaluations since the last improvement
+        if self.parent_first:
+            self.keep_parent()
         return 0
 
     def record_step(self, step: Step, value: float) -> None:
@@ -429,6 +440,11 @@ class ClassifierRun(Run[Classifier]):
                                            self.config.output_dir))
 
     def finish(self) -> None:
+        best = self.metrics.best or {}
+        if best.get("parent"):
+            self.metrics.kept_parent = True
+            self.say(f"no checkpoint beat the parent on the new dev labels (parent {best['dev_accuracy']:.4f}): "
+                     f"{self.out} holds the parent's weights")
         finish_run(self.out, self.metrics)
 
     def interrupted_message(self) -> str:
@@ -461,6 +477,34 @@ class ClassifierRun(Run[Classifier]):
         return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"],
                 "seconds": round(time.perf_counter() - self.started, 1), **extra}
 
+    def old_dev_accuracy(self) -> float:
+        assert self.old_dev is not None
+        ids, gold = self.old_dev
+        return float((predict_logits(self.model, ids).argmax(1) == gold).mean())
+
+    def keep_parent(self) -> None:
+        """The parent as loaded is the first checkpoint: a child replaces it only by beating it on the new dev
+        labels while losing at most OLD_DEV_MARGIN on the parent's own dev split (a few labels must never make the
+        model worse than the one it started from)."""
+        record = {**self.evaluate(0, 0), "parent": True}
+        if self.old_dev is not None:
+            record["old_dev_accuracy"] = self.old_dev_accuracy()
+        self.metrics.evaluations.append(record)
+        self.metrics.best = record
+        if self.main:
+            self.save(record)
+        own = f", {record['old_dev_accuracy']:.4f} on its own dev split" if self.old_dev is not None else ""
+        guard = f" and stay within {OLD_DEV_MARGIN:.2f} of it on its own dev" if self.old_dev is not None else ""
+        self.say(f"parent: dev accuracy {record['dev_accuracy']:.4f} on the new dev labels ({len(self.dev_ids)}){own}; "
+                 f"a checkpoint replaces it only by beating that{guard}")
+
+    def forgets(self, record: dict) -> bool:
+        """Whether a better child loses more than OLD_DEV_MARGIN on the parent's own dev split (noted in `record`)."""
+        if not self.parent_first or self.old_dev is None:
+            return False
+        record["old_dev_accuracy"] = self.old_dev_accuracy()
+        return self.metrics.evaluations[0]["old_dev_accuracy"] - record["old_dev_accuracy"] > OLD_DEV_MARGIN
+
     def keep_best(self, epoch: int) -> None:
         """Evaluate on dev and keep the checkpoint when it improved (every rank evaluates, so early-stop decisions
         agree; the main process alone saves and says)."""
@@ -469,6 +513,11 @@ class ClassifierRun(Run[Classifier]):
         best = self.metrics.best
         improved = best is None or (record["dev_accuracy"], record["dev_macro_f1"]) > (
             best["dev_accuracy"], best["dev_macro_f1"])
+        forgot = improved and self.forgets(record)
+        improved = improved and not forgot
+        if forgot:
+            self.say(f"epoch {epoch} step {self.step}: better on the new dev labels but {record['old_dev_accuracy']:.4f} "
+                     "on the parent's own dev split: not kept")
         if improved:
             self.metrics.best = record
             if self.main:

@@ -70,6 +70,8 @@ class TrainRun(ClassifierRun[TrainConfig]):
         if adjusts(config.logit_adjustment, len(labels), hasattr(model, "ngram_table")):
             self.adjust_counts = np.bincount(self.train_y, minlength=len(labels))
         self.model, self.tokenizer, self.labels = model, tokenizer, labels
+        self.parent_first = source.get("source") == "checkpoint"
+        self.old_dev = parent_dev(Path(config.model), recipe, tokenizer, labels, max_len) if self.parent_first else None
         self.train_hashes = training_hashes([e.text for e in train_rows], config.model)
         self.heldout_hashes = training_hashes([e.text for e in splits.dev + splits.test], config.model,
                                               name=layout.HELDOUT_TEXT_HASHES)
@@ -124,6 +126,20 @@ def balanced_weights(y: np.ndarray, k: int) -> np.ndarray:
     """scikit-learn's "balanced" class weights: n / (k x rows of the class); a class with no row gets 1."""
     counts = np.bincount(y, minlength=k).astype(np.float32)
     return np.where(counts > 0, len(y) / (k * np.maximum(counts, 1)), 1.0).astype(np.float32)
+
+
+def parent_dev(parent: Path, recipe: SplitRecipe, tokenizer, labels: list[str], max_len: int):
+    """The parent's own dev split (encoded ids, label ids), when its data can be read and is not the new data."""
+    old = read_meta(parent).splits
+    if old is None or (old.fingerprint and old.fingerprint == recipe.fingerprint):
+        return None
+    try:
+        rows = load_recipe(old).dev
+    except SentiError:
+        return None
+    label_id = {lab: i for i, lab in enumerate(labels)}
+    rows = [e for e in rows if e.label in label_id]
+    return encode_texts(tokenizer, [e.text for e in rows], max_len)[0], np.array([label_id[e.label] for e in rows])
 
 
 def run_training(config: TrainConfig, say=print, progress=None) -> dict:

@@ -106,3 +106,40 @@ def test_replay_never_trains_on_the_parents_held_out_texts_after_its_file_grew(t
     _, rows, lineage = continuation(config, load_splits(str(new), seed=9))
     assert rows and not {e.text for e in rows} & held
     assert lineage is not None and any("the parent held them out" in n for n in lineage["replay_notes"])
+
+
+def test_a_continuation_that_loses_to_its_parent_keeps_the_parents_weights(tiny_checkpoint, tmp_path):
+    """Labels that teach the opposite of what the parent knew: every checkpoint of the child is worse on the new dev
+    labels than the parent was, so the output holds the parent's weights and says so (before, the child's best
+    checkpoint was written as "best" however bad)."""
+    from safetensors.numpy import load_file
+
+    ckpt, _ = tiny_checkpoint
+    flipped = [("negative" if label == "positive" else "positive", text) for label, text in synthetic_rows(96, seed=61)]
+    new = write_folder(tmp_path / "flipped", flipped, synthetic_rows(32, seed=62))
+    said: list[str] = []
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.train import run_training
+
+    metrics = run_training(TrainConfig(model=str(ckpt), dataset=str(new), output_dir=str(tmp_path / "child"),
+                                       epochs=3, batch_size=16, lr=3e-3, device="cpu", seed=7), say=said.append)
+    assert metrics["kept_parent"] is True and metrics["evaluations"][0]["parent"] is True
+    assert any(line.startswith("parent: dev accuracy") for line in said)
+    assert any("no checkpoint beat the parent" in line for line in said)
+    parent, child = (load_file(str(p / layout.PADDLENLP_SAFE_WEIGHTS)) for p in (ckpt, tmp_path / "child"))
+    encoder = [k for k in parent if k.startswith("ernie.encoder")]
+    assert encoder and all((parent[k] == child[k]).all() for k in encoder)
+    dev = json.loads((tmp_path / "child" / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["dev"]
+    assert dev["parent"] is True and dev["step"] == 0
+
+
+def test_a_continuation_that_beats_its_parent_replaces_it(tiny_checkpoint, tmp_path):
+    ckpt, old_data = tiny_checkpoint
+    new = write_folder(tmp_path / "new", synthetic_rows(200, seed=71), synthetic_rows(40, seed=72))
+    metrics = train_tiny(tmp_path / "child", new, model=str(ckpt), replay=str(old_data), epochs=2, lr=1e-3)
+    parent, best = metrics["evaluations"][0], metrics["best"]
+    assert parent["parent"] is True and "old_dev_accuracy" in parent  # the parent's own dev split is watched
+    assert metrics["kept_parent"] is (best.get("parent") is True)
+    if not metrics["kept_parent"]:
+        assert (best["dev_accuracy"], best["dev_macro_f1"]) > (parent["dev_accuracy"], parent["dev_macro_f1"])
+        assert parent["old_dev_accuracy"] - best["old_dev_accuracy"] <= 0.01
