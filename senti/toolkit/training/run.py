@@ -324,6 +324,16 @@ Classifier = TypeVar("Classifier", bound=ClassifierConfig)
 
 
 OLD_DEV_MARGIN = 0.01  # what a continued model may lose on its parent's own dev split and still be kept
+SMALL_DEV = 100  # below this many dev texts, one text moves accuracy by a point or more: said, and log-loss breaks ties
+
+
+def better(record: dict, best: dict) -> bool:
+    """Whether a dev record beats the best so far: accuracy, then macro-F1, then the lower log-loss (which tells
+    apart checkpoints that a small dev set scores the same)."""
+    key = ("dev_accuracy", "dev_macro_f1")
+    if tuple(record[k] for k in key) != tuple(best[k] for k in key):
+        return tuple(record[k] for k in key) > tuple(best[k] for k in key)
+    return record.get("dev_log_loss", np.inf) < best.get("dev_log_loss", np.inf)
 
 
 class ClassifierRun(Run[Classifier]):
@@ -404,6 +414,9 @@ class ClassifierRun(Run[Classifier]):
         metrics.epochs, metrics.evaluations, metrics.step_losses, metrics.step_terms = [], [], [], []
         metrics.best, metrics.interrupted, metrics.stopped_early = None, None, False
         self.stale = 0  # evaluations since the last improvement
+        if len(self.dev_ids) < SMALL_DEV and self.main:
+            self.say(f"dev has {len(self.dev_ids)} texts: one text moves its accuracy by {100 / len(self.dev_ids):.1f} "
+                     "points, so checkpoints that score the same are told apart by dev log-loss; its figures are coarse")
         if self.parent_first:
             self.keep_parent()
         return 0
@@ -474,8 +487,10 @@ class ClassifierRun(Run[Classifier]):
         else:
             extra, logits = {}, predict_logits(self.model, self.dev_ids)
         result = classification_metrics(self.dev_y, logits.argmax(1), self.labels)
+        shifted = logits - logits.max(1, keepdims=True)
+        log_loss = float(np.mean(np.log(np.exp(shifted).sum(1)) - shifted[np.arange(len(self.dev_y)), self.dev_y]))
         return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"],
-                "seconds": round(time.perf_counter() - self.started, 1), **extra}
+                "dev_log_loss": log_loss, "seconds": round(time.perf_counter() - self.started, 1), **extra}
 
     def old_dev_accuracy(self) -> float:
         assert self.old_dev is not None
@@ -511,8 +526,7 @@ class ClassifierRun(Run[Classifier]):
         record = self.evaluate(epoch, self.step)
         self.metrics.evaluations.append(record)
         best = self.metrics.best
-        improved = best is None or (record["dev_accuracy"], record["dev_macro_f1"]) > (
-            best["dev_accuracy"], best["dev_macro_f1"])
+        improved = best is None or better(record, best)
         forgot = improved and self.forgets(record)
         improved = improved and not forgot
         if forgot:

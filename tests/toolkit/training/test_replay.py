@@ -141,5 +141,17 @@ def test_a_continuation_that_beats_its_parent_replaces_it(tiny_checkpoint, tmp_p
     assert parent["parent"] is True and "old_dev_accuracy" in parent  # the parent's own dev split is watched
     assert metrics["kept_parent"] is (best.get("parent") is True)
     if not metrics["kept_parent"]:
-        assert (best["dev_accuracy"], best["dev_macro_f1"]) > (parent["dev_accuracy"], parent["dev_macro_f1"])
+        from senti.toolkit.training.run import better
+
+        assert better(best, parent)
         assert parent["old_dev_accuracy"] - best["old_dev_accuracy"] <= 0.01
+
+
+def test_checkpoints_a_small_dev_set_scores_the_same_are_told_apart_by_log_loss():
+    from senti.toolkit.training.run import better
+
+    best = {"dev_accuracy": 0.875, "dev_macro_f1": 0.87, "dev_log_loss": 0.40}
+    assert better({"dev_accuracy": 0.875, "dev_macro_f1": 0.87, "dev_log_loss": 0.31}, best)
+    assert not better({"dev_accuracy": 0.875, "dev_macro_f1": 0.87, "dev_log_loss": 0.52}, best)
+    assert better({"dev_accuracy": 0.906, "dev_macro_f1": 0.90, "dev_log_loss": 0.90}, best)
+    assert not better({"dev_accuracy": 0.844, "dev_macro_f1": 0.84, "dev_log_loss": 0.10}, best)
