@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.surge_loop import _write_tsv  # label<TAB>text_a, as ChnSentiCorp's files are
+from senti.core import layout
 
 
 def _option(text: str) -> tuple[str, object]:
@@ -88,9 +89,12 @@ def main(argv=None) -> dict:
     for domain in args.domains.split(","):
         splits = load_splits(str(Path(args.root) / domain))
         scored = {name: splits.split(name) for name in ("dev", "test")}
-        _, pool_logits = accuracy(args.model, splits.train)
-        probs = np.exp(pool_logits - pool_logits.max(1, keepdims=True))
-        probs /= probs.sum(1, keepdims=True)
+        if set(args.strategies.split(",")) == {"random"}:  # random picks need no scores of the pool
+            probs = np.full((len(splits.train), len(labels)), 1 / len(labels))
+        else:
+            _, pool_logits = accuracy(args.model, splits.train)
+            probs = np.exp(pool_logits - pool_logits.max(1, keepdims=True))
+            probs /= probs.sum(1, keepdims=True)
         entry: dict = {"texts": {k: len(v) for k, v in scored.items()}, "pool": len(splits.train),
                  "before": {k: accuracy(args.model, v)[0] for k, v in scored.items()},
                  "baseline_old": {k: baseline_accuracy(old.train, v, labels) for k, v in scored.items()},
@@ -118,7 +122,9 @@ def main(argv=None) -> dict:
                 run_training(TrainConfig(model=args.model, dataset=str(picks), output_dir=str(ckpt), replay=args.old,
                                          seed=seed, device="cpu", overwrite=True, threads=args.threads,
                                          baseline=False, **dict(args.option)), say=lambda _: None)
+                metrics = json.loads((ckpt / layout.METRICS).read_text(encoding="utf-8"))
                 run = {"strategy": strategy, "seed": seed, "train_s": round(time.perf_counter() - started, 1),
+                       "kept_parent": metrics.get("kept_parent", False),
                        "after": {k: accuracy(ckpt, v)[0] for k, v in scored.items()},
                        "old_dev": accuracy(ckpt, old.dev)[0],
                        "baseline_refit": {k: baseline_accuracy(old.train + picked, v, labels)
