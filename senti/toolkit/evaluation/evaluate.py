@@ -46,14 +46,14 @@ def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: s
     from dataclasses import asdict
 
     from senti.core.errors import SentiError
-    from senti.toolkit.data.splits import load_all_rows, recorded_splits
+    from senti.toolkit.data.splits import load_all_rows, recorded_dataset, recorded_splits
 
     if split == "all":
         source = dataset or (recipe.dataset if recipe else None)
         if source is None:
             raise SentiError(f"{where} does not record what it was trained on; pass --dataset")
         columns = dict(text_column=recipe.text_column, label_column=recipe.label_column) \
-            if recipe and source == recipe.dataset else {}
+            if recipe and recorded_dataset(source) == recorded_dataset(recipe.dataset) else {}
         rows, data = load_all_rows(source, **columns), {"dataset": source, "split": "all"}
     else:
         splits, chosen = recorded_splits(where, recipe, dataset, seed)

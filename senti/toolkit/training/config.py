@@ -17,6 +17,7 @@ from senti.core.artifacts import write_json_atomic
 from senti.core.errors import SentiError
 from senti.core.ngram_head import DEFAULT_BUCKETS
 from senti.core.sequence import seq_len_problem
+from senti.core.untrusted import CONFIG_RANGES
 
 DEVICES = ("auto", "cpu", "gpu", "xpu", "npu")
 CLASS_WEIGHTS = ("none", "balanced")  # balanced: each class's loss weighted n / (k x its training rows)
@@ -24,6 +25,16 @@ CLASS_WEIGHTS = ("none", "balanced")  # balanced: each class's loss weighted n /
 LOGIT_ADJUSTMENTS = ("auto", "dev", "off")
 NGRAM_INITS = ("learn", "fit")  # see senti.toolkit.training.ngram_fit
 AMP_DTYPES = ("float16", "bfloat16")
+
+
+# The n-gram head's table: what senti's checkpoint reader accepts (core.untrusted), also what a run may build (a
+# hundred million buckets took 5 GB in 23 s before a run refused it).
+BUCKETS_RULE = f"ngram_buckets must be 0 (no n-gram head) to {CONFIG_RANGES['ngram_buckets'][1]:,}"
+
+
+def buckets_fit(buckets: int | None) -> bool:
+    low, high = CONFIG_RANGES["ngram_buckets"]
+    return buckets is None or low <= buckets <= high
 
 
 @dataclass(kw_only=True)
@@ -141,7 +152,7 @@ class TrainConfig(ClassifierConfig):
                                     f"class_weights must be one of {', '.join(CLASS_WEIGHTS)}"),
                                    (self.logit_adjustment in LOGIT_ADJUSTMENTS,
                                     f"logit_adjustment must be one of {', '.join(LOGIT_ADJUSTMENTS)}"),
-                                   (self.ngram_buckets >= 0, "ngram_buckets must be 0 (no n-gram head) or more"),
+                                   (buckets_fit(self.ngram_buckets), BUCKETS_RULE),
                                    (self.ngram_init in NGRAM_INITS,
                                     f"ngram_init must be one of {', '.join(NGRAM_INITS)}")]
 
@@ -175,7 +186,7 @@ class DistillConfig(ClassifierConfig):
             (self.hidden_weight >= 0, "hidden_weight must be non-negative"),
             (self.max_extra_texts is None or self.max_extra_texts >= 0, "max_extra_texts must be >= 0"),
             (0 <= self.teacher_ngram <= 1, "teacher_ngram must be in [0, 1]"),
-            (self.ngram_buckets is None or self.ngram_buckets >= 0, "ngram_buckets must be 0 (no n-gram head) or more"),
+            (buckets_fit(self.ngram_buckets), BUCKETS_RULE),
             (not (self.ngram_buckets and (self.hidden_loss or "hidden" in (self.loss_weights or {}))),
              "the hidden-state loss needs a student without the n-gram head (ngram_buckets 0)"),
             (all(isinstance(w, (int, float)) and w >= 0 for w in weights.values()),

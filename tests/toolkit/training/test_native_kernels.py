@@ -267,3 +267,11 @@ def test_a_damaged_or_foreign_library_under_the_key_is_rebuilt(tmp_path):
     again.symlink_to(elsewhere)  # a link, even to the right bytes, is not followed: it is replaced by a file
     rebuilt = native.build(tmp_path)
     assert rebuilt == again and not rebuilt.is_symlink() and rebuilt.read_bytes() == whole
+
+
+@pytest.mark.parametrize("word", ["0", "false", "False", "no", "OFF"])
+def test_the_kernels_are_turned_off_by_any_usual_word(monkeypatch, word):
+    monkeypatch.setenv("SENTI_NATIVE_KERNELS", word)
+    assert native.kernels_off() and native.status() == f"python (SENTI_NATIVE_KERNELS={word})"
+    monkeypatch.setenv("SENTI_NATIVE_KERNELS", "1")
+    assert not native.kernels_off()

@@ -423,3 +423,34 @@ def test_balanced_class_weights_train_and_are_recorded(tmp_path):
     data = write_folder(tmp_path / "data", rows, synthetic_rows(60, classes=EMOTIONS, seed=5))
     train_tiny(tmp_path / "ckpt", data, epochs=1, class_weights="balanced")
     assert TrainConfig.load(tmp_path / "ckpt" / layout.TRAIN_CONFIG).class_weights == "balanced"
+
+
+def test_an_n_gram_table_past_what_the_reader_accepts_is_refused_before_it_is_built():
+    """A hundred million buckets passed 5 GB in 23 s before: the checkpoint reader's own bound applies to a run."""
+    from senti.core.errors import SentiError
+    from senti.toolkit.training.config import DistillConfig, TrainConfig
+
+    with pytest.raises(SentiError, match="ngram_buckets must be 0 \\(no n-gram head\\) to 20,000,003"):
+        TrainConfig(output_dir="o", dataset="d", model="scratch:tiny", ngram_buckets=100_000_000)
+    with pytest.raises(SentiError, match="ngram_buckets must be 0"):
+        DistillConfig(teacher="t", dataset="d", output_dir="o", ngram_buckets=-1)
+    assert TrainConfig(output_dir="o", dataset="d", model="scratch:tiny", ngram_buckets=20_000_003)
+
+
+def test_a_checkpoint_trained_on_a_relative_path_is_scored_from_any_folder(tmp_path, monkeypatch):
+    """The dataset was recorded as given ('data'): `senti eval` or `senti export` run from another folder could not
+    find it."""
+    from helpers import synthetic_rows, train_tiny, write_folder
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    write_folder(tmp_path / "work" / "data", synthetic_rows(120, seed=1), synthetic_rows(40, seed=2),
+                 synthetic_rows(40, seed=3))
+    monkeypatch.chdir(tmp_path / "work")
+    train_tiny(tmp_path / "ckpt", "data", epochs=1, max_steps=3, baseline=False)
+    recorded = json.loads((tmp_path / "ckpt" / "senti.json").read_text(encoding="utf-8"))["data"]["dataset"]
+    assert recorded == str((tmp_path / "work" / "data").resolve())
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["eval", "--model", str(tmp_path / "ckpt"), "--split", "test", "--no-baseline"])
+    assert result.exit_code == 0, result.output
