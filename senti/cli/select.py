@@ -48,4 +48,4 @@ def select(
              if result["unreadable"] else ""]
     said = "; ".join(n for n in notes if n)
     console.print(f"{result['picked']} of {result['read']} rows picked by {result['strategy']} -> {output}"
-                  f"{f' ({said})' if said else ''}; label them with senti label --input {output}")
+                  f"{f' ({said})' if said else ''}; label them with senti label --input {output} --output labels.jsonl")

@@ -47,6 +47,17 @@ def _senti_column(record: dict, name: str):
     return record.get(name)
 
 
+def labels_in_picks(picks: list[Pick]) -> list[str] | None:
+    """The label set senti select wrote beside each pick (`labels`), when the picks carry one and agree on it."""
+    found: set[tuple[str, ...] | None] = set()
+    for p in picks:
+        value = _senti_column(p.record, "labels")
+        ok = isinstance(value, list) and all(isinstance(n, str) and n for n in value)
+        found.add(tuple(value) if ok else None)
+    names = found.pop() if len(found) == 1 else None
+    return list(names) if names else None
+
+
 def read_picks(path: Path, text_column: str | None = None) -> list[Pick]:
     """The texts to label, with the model's guess when the file has one (`guess`, `confidence` of senti select)."""
     picks: list[Pick] = []
@@ -263,7 +274,9 @@ def open_job(picks_path: Path, log_path: Path, model: Path | None = None, labels
             raise DataError(f"--labels {labels}: {', '.join(sorted(set(names) - set(model_labels)))} not among the "
                             f"model's labels {model_labels}")
         names = names or model_labels
+    names = names or labels_in_picks(picks)
     if not names:
-        raise DataError("say the label names: --labels a,b or --model EXPORT_OR_CHECKPOINT")
+        raise DataError("say the label names: --labels a,b or --model EXPORT_OR_CHECKPOINT (picks of senti select "
+                        "carry them)")
     return LabelJob(picks, names, log_path, version)
 

@@ -96,6 +96,7 @@ def load_scorer(model: Path, trust_pickle: bool = False):
 
 CHUNK = 2048  # texts scored per call: memory stays flat however long the pool
 SENTI_COLUMNS = ("line", "guess", "confidence", "score", "reason")
+LABELS_KEY = "labels"  # JSONL picks also carry the model's label names, for senti label
 
 
 class _Pool:
@@ -200,7 +201,7 @@ def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = 
     probs = np.stack([p for _, _, p in candidates])
     picked = pick([r.text for r in rows], probs, labels, budget, strategy, seed)
     _write(dst, [(rows[i], labels[int(probs[i].argmax())], float(probs[i].max()), margin, reason)
-                 for i, margin, reason in picked])
+                 for i, margin, reason in picked], labels)
     return {**counts, "unreadable_lines": bad_lines, "candidates_kept": len(candidates), "picked": len(picked),
             "strategy": strategy, "output": str(dst)}
 
@@ -209,7 +210,7 @@ def _senti_names(records) -> dict[str, str]:
     """senti's column names, each prefixed with `senti_` (as often as needed) where the input already uses it."""
     used = {k for record in records for k in record}
     names = {}
-    for name in SENTI_COLUMNS:
+    for name in (*SENTI_COLUMNS, LABELS_KEY):
         out = name
         while out in used:
             out = f"senti_{out}"
@@ -217,7 +218,7 @@ def _senti_names(records) -> dict[str, str]:
     return names
 
 
-def _write(dst: Path, picked) -> None:
+def _write(dst: Path, picked, labels: list[str]) -> None:
     tmp = dst.with_name(f".{dst.name}.partial")
     records = [row.record or {"text": row.text} for row, *_ in picked]
     columns = list(dict.fromkeys(k for record in records for k in record))
@@ -226,7 +227,7 @@ def _write(dst: Path, picked) -> None:
         if dst.suffix.lower() == ".jsonl":
             for record, (row, guess, confidence, score, reason) in zip(records, picked):
                 ours = {named["line"]: row.line, named["guess"]: guess, named["confidence"]: confidence,
-                        named["score"]: score, named["reason"]: reason}
+                        named["score"]: score, named["reason"]: reason, named[LABELS_KEY]: labels}
                 fh.write(json.dumps({**record, **ours}, ensure_ascii=False) + "\n")
         else:
             writer = csv.writer(fh, delimiter="\t" if dst.suffix.lower() == ".tsv" else ",", lineterminator="\n")

@@ -327,11 +327,11 @@ OLD_DEV_MARGIN = 0.01  # what a continued model may lose on its parent's own dev
 SMALL_DEV = 100  # below this many dev texts, one text moves accuracy by a point or more: said, and log-loss breaks ties
 
 
-def better(record: dict, best: dict) -> bool:
-    """Whether a dev record beats the best so far: accuracy, then macro-F1, then the lower log-loss (which tells
-    apart checkpoints that a small dev set scores the same)."""
+def better(record: dict, best: dict, small_dev: bool = True) -> bool:
+    """Whether a dev record beats the best so far: accuracy, then macro-F1, then, on a small dev set (where
+    checkpoints often score the same), the lower log-loss."""
     key = ("dev_accuracy", "dev_macro_f1")
-    if tuple(record[k] for k in key) != tuple(best[k] for k in key):
+    if tuple(record[k] for k in key) != tuple(best[k] for k in key) or not small_dev:
         return tuple(record[k] for k in key) > tuple(best[k] for k in key)
     return record.get("dev_log_loss", np.inf) < best.get("dev_log_loss", np.inf)
 
@@ -526,7 +526,7 @@ class ClassifierRun(Run[Classifier]):
         record = self.evaluate(epoch, self.step)
         self.metrics.evaluations.append(record)
         best = self.metrics.best
-        improved = best is None or better(record, best)
+        improved = best is None or better(record, best, len(self.dev_ids) < SMALL_DEV)
         forgot = improved and self.forgets(record)
         improved = improved and not forgot
         if forgot:

@@ -302,3 +302,23 @@ def test_the_label_server_answers_only_its_loopback_names(tmp_path, label_server
     page = httpx.get(f"{base}/", headers=headers)
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]  # its buttons cannot be framed
     assert_only_own_scripts(page)
+
+
+def test_the_readmes_label_command_takes_the_label_names_from_the_picks(tmp_path, _exported):
+    """`senti label --input picks.jsonl --output labels.jsonl`, as the README says it, failed ("say the label
+    names"): the picks of senti select now carry them."""
+    from senti.toolkit.surge.labeling import open_job
+    from senti.toolkit.surge.selection import select_file
+
+    pool = write_rows(tmp_path / "pool.tsv", [(str(i), t) for i, (_, t) in enumerate(synthetic_rows(30, seed=9))],
+                      header=("id", "text"))
+    select_file(_exported[0], pool, tmp_path / "picks.jsonl", 4)
+    job = open_job(tmp_path / "picks.jsonl", tmp_path / "labels.jsonl")
+    assert job.labels == ["negative", "positive"]
+    mixed = tmp_path / "mixed.jsonl"  # picks that disagree on the label set say nothing: the user is asked
+    lines = (tmp_path / "picks.jsonl").read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[0])
+    record["labels"] = ["a", "b"]
+    mixed.write_text("\n".join([json.dumps(record, ensure_ascii=False), *lines[1:]]) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="say the label names"):
+        open_job(mixed, tmp_path / "labels2.jsonl")

@@ -155,3 +155,5 @@ def test_checkpoints_a_small_dev_set_scores_the_same_are_told_apart_by_log_loss(
     assert not better({"dev_accuracy": 0.875, "dev_macro_f1": 0.87, "dev_log_loss": 0.52}, best)
     assert better({"dev_accuracy": 0.906, "dev_macro_f1": 0.90, "dev_log_loss": 0.90}, best)
     assert not better({"dev_accuracy": 0.844, "dev_macro_f1": 0.84, "dev_log_loss": 0.10}, best)
+    big = {"dev_accuracy": 0.875, "dev_macro_f1": 0.87, "dev_log_loss": 0.31}
+    assert not better(big, best, small_dev=False)  # a dev set of 100 texts or more: ties keep the earlier one
