@@ -32,6 +32,11 @@ CONFIG_RANGES = {
     "pad_token_id": (0, 2_000_000),
 }
 MAX_PARAMETERS = 2_000_000_000  # 8 GB of float32: more is not a model senti can train or serve on a CPU
+# A config's other numbers and names: a dropout of 2.0 or an unknown activation gave a 70-line traceback, an n-gram
+# weight of NaN answered "negative" to everything.
+PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+ACTIVATIONS = ("gelu", "relu", "tanh", "sigmoid", "silu", "swish", "elu", "leaky_relu")  # paddle.nn.functional's
+NGRAM_WEIGHT_RANGE = (0.0, 100.0)
 
 
 def inside(folder: Path, relative, what: str, kind: str = "export folder") -> Path:
@@ -121,6 +126,27 @@ def check_offsets(offsets, num_labels, where) -> None:
         raise ArtifactError(f"{where}: class_offsets must be a list of one finite number (within +-1000) per label")
 
 
+def _number_in(value, low: float, high: float, closed_high: bool = True) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
+        low <= value and (value <= high if closed_high else value < high)
+
+
+def _check_other_settings(data: dict, where) -> None:
+    """Dropouts in [0, 1), an activation Paddle has, a padding id inside the vocabulary, a finite n-gram weight."""
+    for key in PROBABILITIES:
+        if data.get(key) is not None and not _number_in(data[key], 0.0, 1.0, closed_high=False):
+            raise ArtifactError(f"{where}: {key} {data[key]!r} is not a probability in [0, 1)")
+    act = data.get("hidden_act")
+    if act is not None and act not in ACTIVATIONS:
+        raise ArtifactError(f"{where}: hidden_act {act!r} is not one of {', '.join(ACTIVATIONS)}")
+    pad, vocab = data.get("pad_token_id"), data.get("vocab_size")
+    if isinstance(pad, int) and isinstance(vocab, int) and pad >= vocab:
+        raise ArtifactError(f"{where}: pad_token_id {pad} is outside the vocabulary of {vocab:,}")
+    weight, (low, high) = data.get("ngram_weight"), NGRAM_WEIGHT_RANGE
+    if weight is not None and not _number_in(weight, low, high):
+        raise ArtifactError(f"{where}: ngram_weight {weight!r} is not a number in [{low:g}, {high:g}]")
+
+
 def check_model_config(data: dict, where) -> None:
     """Refuse, in one line, a model config whose numbers are not whole numbers in CONFIG_RANGES or would make a
     model of more than MAX_PARAMETERS parameters: checked before anything is built from it."""
@@ -130,7 +156,11 @@ def check_model_config(data: dict, where) -> None:
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ArtifactError(f"{where}: {key} {value!r} is not a whole number in [{low:,}, {high:,}]")
-    check_offsets(data.get("class_offsets"), data.get("num_labels"), where)
+    labels = data.get("num_labels")
+    if not isinstance(labels, int) and isinstance(data.get("id2label"), dict):
+        labels = len(data["id2label"])
+    check_offsets(data.get("class_offsets"), labels, where)
+    _check_other_settings(data, where)
     hidden, heads = data.get("hidden_size"), data.get("num_attention_heads")
     if isinstance(hidden, int) and isinstance(heads, int) and hidden % heads:
         raise ArtifactError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")

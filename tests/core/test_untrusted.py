@@ -88,3 +88,26 @@ def test_a_checkpoint_whose_vocabulary_leads_out_of_it_is_refused(tiny_checkpoin
     os.symlink("/etc/passwd", checkpoint / "vocab.txt")
     with pytest.raises(SentiError, match="leads outside the checkpoint folder"):
         load_checkpoint(checkpoint)
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("hidden_dropout_prob", 2.0, "hidden_dropout_prob 2.0 is not a probability in \\[0, 1\\)"),
+    ("attention_probs_dropout_prob", float("nan"), "attention_probs_dropout_prob nan is not a probability"),
+    ("hidden_act", "gelu_fast_and_loose", "hidden_act 'gelu_fast_and_loose' is not one of gelu"),
+    ("pad_token_id", 100_000, "pad_token_id 100000 is outside the vocabulary of 5,000"),
+    ("ngram_weight", float("inf"), "ngram_weight inf is not a number in \\[0, 100\\]"),
+    ("ngram_weight", 1e308, "ngram_weight 1e\\+308 is not a number"),
+    ("ngram_weight", -1, "ngram_weight -1 is not a number"),
+])
+def test_a_configs_other_settings_are_checked_in_one_line(key, value, message):
+    """Each of these gave a 60-90-line traceback, or exit 0 with every answer the same, before."""
+    with pytest.raises(ArtifactError, match=message) as err:
+        check_model_config({**ERNIE_TINY, key: value}, "m/config.json")
+    assert "\n" not in str(err.value)
+
+
+def test_class_offsets_must_match_the_labels_a_paddlenlp_config_names():
+    config = {**ERNIE_TINY, "id2label": {"0": "negative", "1": "positive"}}
+    check_model_config({**config, "class_offsets": [0.1, -0.1]}, "m/config.json")
+    with pytest.raises(ArtifactError, match="one finite number"):
+        check_model_config({**config, "class_offsets": [0.3]}, "m/config.json")
