@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -98,15 +99,16 @@ def build(folder: Path | None = None) -> Path:
     """Compile kernels.c into `folder` (the cache folder) unless already built; return the library's path. A cache
     folder that is not safe (`unsafe`) is not used: the library is built in a private folder, with a warning.
     Raises RuntimeError with the compiler's first error line when the build fails."""
-    compiler = os.environ.get("CC") or "cc"
+    command = shlex.split(os.environ.get("CC") or "cc")  # CC may carry flags ("gcc -O2"), as make's does
+    compiler = command[0] if command else "cc"
     if shutil.which(compiler) is None:
         raise RuntimeError(f"no C compiler ({compiler!r} not found on PATH)")
     library = paddle_mkl_path()
     if library is None:
         raise RuntimeError("this Paddle wheel has no MKL (libs/libmklml_intel.so)")
     mkl = library.parent
-    key = hashlib.sha256("\n".join([SOURCE.read_text(), compiler, " ".join(FLAGS), str(mkl), json.dumps(cpu_info())])
-                         .encode()).hexdigest()[:16]
+    key = hashlib.sha256("\n".join([SOURCE.read_text(), " ".join(command), " ".join(FLAGS), str(mkl),
+                                    json.dumps(cpu_info())]).encode()).hexdigest()[:16]
     folder = folder or cache_folder()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     why = unsafe(folder)
@@ -118,9 +120,9 @@ def build(folder: Path | None = None) -> Path:
         return found
     with tempfile.TemporaryDirectory(dir=folder) as tmp:  # built aside, then renamed: never half-written
         built = Path(tmp) / "kernels.so"
-        command = [compiler, *FLAGS, str(SOURCE), "-o", str(built), f"-L{mkl}", f"-l:{library.name}",
-                   f"-Wl,-rpath,{mkl}", "-lmvec", "-lm"]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        argv = [*command, *FLAGS, str(SOURCE), "-o", str(built), f"-L{mkl}", f"-l:{library.name}",
+                f"-Wl,-rpath,{mkl}", "-lmvec", "-lm"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
             raise RuntimeError(f"building {SOURCE.name} failed: {first}")

@@ -275,3 +275,10 @@ def test_the_kernels_are_turned_off_by_any_usual_word(monkeypatch, word):
     assert native.kernels_off() and native.status() == f"python (SENTI_NATIVE_KERNELS={word})"
     monkeypatch.setenv("SENTI_NATIVE_KERNELS", "1")
     assert not native.kernels_off()
+
+
+def test_a_compiler_given_with_flags_is_used_as_make_would(tmp_path, monkeypatch):
+    """CC="cc -O2" was "not found on PATH" before."""
+    monkeypatch.setenv("CC", "cc -O2")
+    built = native.build(tmp_path)
+    assert built.is_file() and built.parent == tmp_path
