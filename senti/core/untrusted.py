@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from senti.core.errors import ArtifactError
+from senti.core.ngram_head import WEIGHT_GRID
 
 MAX_CONFIG_BYTES = 1 << 20  # a model config is a few kB
 MAX_JSON_DEPTH = 32  # senti's and PaddleNLP's files nest three or four levels
@@ -36,7 +37,7 @@ MAX_PARAMETERS = 2_000_000_000  # 8 GB of float32: more is not a model senti can
 # weight of NaN answered "negative" to everything.
 PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 ACTIVATIONS = ("gelu", "relu", "tanh", "sigmoid", "silu", "swish", "elu", "leaky_relu")  # paddle.nn.functional's
-NGRAM_WEIGHT_RANGE = (0.0, 100.0)
+NGRAM_WEIGHT_RANGE = (0.0, max(WEIGHT_GRID))  # what training chooses from (core.ngram_head)
 
 
 def inside(folder: Path, relative, what: str, kind: str = "export folder") -> Path:

@@ -95,7 +95,7 @@ def test_a_checkpoint_whose_vocabulary_leads_out_of_it_is_refused(tiny_checkpoin
     ("attention_probs_dropout_prob", float("nan"), "attention_probs_dropout_prob nan is not a probability"),
     ("hidden_act", "gelu_fast_and_loose", "hidden_act 'gelu_fast_and_loose' is not one of gelu"),
     ("pad_token_id", 100_000, "pad_token_id 100000 is outside the vocabulary of 5,000"),
-    ("ngram_weight", float("inf"), "ngram_weight inf is not a number in \\[0, 100\\]"),
+    ("ngram_weight", float("inf"), "ngram_weight inf is not a number in \\[0, 1000\\]"),
     ("ngram_weight", 1e308, "ngram_weight 1e\\+308 is not a number"),
     ("ngram_weight", -1, "ngram_weight -1 is not a number"),
 ])
