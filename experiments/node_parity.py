@@ -34,7 +34,7 @@ def main(argv=None) -> dict:
     predictor = Predictor.load(args.model, backend=args.format, threads=1)
     python = predictor.predict(texts, batch_size=1)
     with tempfile.TemporaryDirectory() as folder:
-        for name in ("package.json", "package-lock.json", "scorer.mjs", "senti.mjs", "cli.mjs"):
+        for name in ("package.json", "package-lock.json", ".npmrc", "scorer.mjs", "senti.mjs", "cli.mjs"):
             shutil.copy(EXAMPLE / name, Path(folder) / name)
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=folder, check=True, capture_output=True)
         done = subprocess.run(["node", str(Path(folder) / "cli.mjs"), str(args.model), "--format", args.format],
