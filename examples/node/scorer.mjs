@@ -34,6 +34,11 @@ export class Scorer {
     if (JSON.stringify(sample.labels) !== JSON.stringify(meta.labels)) {
       throw new ExportError(`${where}/export.json: labels ${JSON.stringify(meta.labels)} differ from those recorded with the parity answers`);
     }
+    // senti.core.sequence's bounds, as senti.serving checks them: a max_seq_len of 4096 loaded and a long text killed Node
+    const [MIN_SEQ_LEN, MAX_SEQ_LEN] = [8, 2048];
+    if (!Number.isInteger(meta.max_seq_len) || meta.max_seq_len < MIN_SEQ_LEN || meta.max_seq_len > MAX_SEQ_LEN) {
+      throw new ExportError(`${where}/export.json: max_seq_len must be between ${MIN_SEQ_LEN} and ${MAX_SEQ_LEN}; got ${JSON.stringify(meta.max_seq_len)}`);
+    }
   }
 
   constructor(meta, tokenizer, session, format, ort) {
@@ -48,6 +53,11 @@ export class Scorer {
     this.cls = vocab.get(meta.tokenizer.cls_token);
     this.sep = vocab.get(meta.tokenizer.sep_token);
     this.pad = meta.tokenizer.pad_token_id;
+    for (const [name, id] of [["cls_token", this.cls], ["sep_token", this.sep]]) {
+      if (id === undefined) {
+        throw new ExportError(`export.json: the tokenizer's ${name} ${JSON.stringify(meta.tokenizer[name])} is not in tokenizer.json`);
+      }
+    }
   }
 
   // [CLS] ids [SEP] of one text, cut to max_seq_len, reading no more of it than senti.serving reads

@@ -121,6 +121,25 @@ def test_node_refuses_what_senti_serving_refuses(node_example, _exported, tmp_pa
     assert done.returncode == 2 and "does not reproduce its recorded parity answers" in done.stderr
 
 
+@pytest.mark.parametrize("field,value,message", [
+    ("max_seq_len", 4096, "max_seq_len must be between 8 and 2048; got 4096"),
+    ("cls_token", "[NOPE]", "cls_token \"[NOPE]\" is not in tokenizer.json"),
+])
+def test_node_refuses_a_length_or_a_token_senti_serving_would_not_load(node_example, _exported, tmp_path, field,
+                                                                        value, message):
+    """Node loaded max_seq_len 4096 (Python refuses it) and a long text then killed it; an unknown cls_token said
+    `Cannot convert undefined to a BigInt`."""
+    export, _ = _exported
+    bad = tmp_path / "bad"
+    shutil.copytree(export, bad)
+    meta = json.loads((bad / "export.json").read_text(encoding="utf-8"))
+    (meta["tokenizer"] if field == "cls_token" else meta)[field] = value
+    (bad / "export.json").write_text(json.dumps(meta), encoding="utf-8")
+    done = subprocess.run(["node", str(node_example / "cli.mjs"), str(bad)], input="好\n", capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
 def _abort_mid_body(port: int) -> None:
     import socket
 
