@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta
+from senti.core.artifacts import ArtifactMeta, TokenizerSettings
 from senti.core.errors import ArtifactError
 from senti.core.json_tokenizer import JsonTokenizer
 from senti.serving.parity import CONVERSION_TOLERANCE, conversion_fits
@@ -131,8 +131,7 @@ def convert_folder(source: Path, out_dir: Path, trim_texts: list[str] | None = N
         meta = ConvertMeta(source=str(Path(source).resolve()), model_type=hf.config["model_type"],
                            weights_file=hf.weights_file, check=check, tensors=len(weights), left_out=left_out,
                            fresh=[n for n in model.state_dict() if n not in weights],
-                           tokenizer=vocabulary.tokenizer.senti_vocab_file if isinstance(
-                               vocabulary.tokenizer, JsonTokenizer) else layout.VOCAB,
+                           tokenizer=TokenizerSettings.of(vocabulary.tokenizer).vocab_file,
                            vocab={"rows": int(len(vocabulary.rows)), "of": int(hf.config["vocab_size"]),
                                   "trim": vocabulary.trim}, versions=versions())
         save_checkpoint(model, vocabulary.tokenizer, Path(out_dir), meta)

