@@ -97,6 +97,16 @@ def paddle_inference_matmul(size: int, threads: int) -> float:
     return best_seconds(call)
 
 
+def onednn_bf16_matmul(size: int) -> float:
+    """Seconds of one [size, size] @ [size, size] in bfloat16 (float32 out) by the oneDNN GEMM of senti's CPU --amp."""
+    import paddle
+
+    from senti.toolkit.training import bf16
+
+    a, b = (bf16.to_bf16(paddle.randn([size, size])) for _ in range(2))
+    return best_seconds(lambda: bf16.gemm(a, b, False, False))
+
+
 def measure_ceilings(device: str, threads: int, precisions, when: str, say=print) -> list[dict]:
     """One record per runtime and precision that this run's backends use on `device`.
 
@@ -112,6 +122,8 @@ def measure_ceilings(device: str, threads: int, precisions, when: str, say=print
         candidates += [("paddle-inference-onednn", "fp32", lambda: paddle_inference_matmul(size, threads)),
                        ("onnxruntime", "fp32", lambda: onnxruntime_matmul(size, threads, int8=False)),
                        ("onnxruntime", "int8", lambda: onnxruntime_matmul(size, threads, int8=True))]
+        if "bf16" in precisions:
+            candidates.append(("onednn", "bf16", lambda: onednn_bf16_matmul(size)))
     records: list[dict[str, Any]] = []
     for runtime, precision, time_it in candidates:
         seconds = time_it()

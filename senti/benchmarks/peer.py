@@ -47,8 +47,10 @@ def available() -> str | None:
 
 
 def bench_peer(encoded, labels: np.ndarray, shape: dict, heads: int, vocab_size: int, num_labels: int,
-               batch_sizes, steps: int, warmup: int, threads: int, device: str = "cpu") -> list[dict]:
-    """Training samples/s and inference latency of a BertForSequenceClassification of the same shape."""
+               batch_sizes, steps: int, warmup: int, threads: int, device: str = "cpu",
+               precisions=("fp32",)) -> list[dict]:
+    """Training samples/s (in each of `precisions`: fp32, bf16 under PyTorch's autocast) and inference latency of a
+    BertForSequenceClassification of the same shape."""
     records = []
     lengths = [len(e) for e in encoded]
     for batch in batch_sizes:
@@ -62,7 +64,8 @@ def bench_peer(encoded, labels: np.ndarray, shape: dict, heads: int, vocab_size:
             spec = {"vocab_size": vocab_size, "layers": shape["layers"], "hidden": shape["hidden"], "heads": heads,
                     "ffn": shape["ffn"], "labels": num_labels, "steps": steps, "warmup": warmup,
                     "threads": threads, "device": device, "batches": len(batches), "train_rows": len(encoded),
-                    "ceiling_size": 8192 if device == "gpu" else 2048}
+                    "ceiling_size": 8192 if device == "gpu" else 2048,
+                    "precisions": [p for p in precisions if p in ("fp32", "bf16")]}
             (Path(tmp) / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
             result = subprocess.run([_peer_python(), str(WORKER), tmp], capture_output=True, text=True, timeout=1800)
             if result.returncode != 0:
@@ -76,7 +79,7 @@ def bench_peer(encoded, labels: np.ndarray, shape: dict, heads: int, vocab_size:
                        "infer": float(np.mean([lengths[j] for j in batches[0]]))}
         for record in results:
             if record["task"] == "ceiling":
-                records.append({"suite": "ceiling", "runtime": "torch", "precision": "fp32",
+                records.append({"suite": "ceiling", "runtime": "torch", "precision": record.get("precision", "fp32"),
                                 "framework": record["framework"], "size": record["size"], "when": "peer",
                                 "matmul_flops_per_s": record["matmul_flops_per_s"]})
                 continue
@@ -100,9 +103,12 @@ def run(ctx) -> list[dict]:
     if reason:
         ctx.say(f"peer: skipped ({reason})")
         return [{"suite": "peer", "skipped": reason}]
+    from senti.benchmarks.run import precisions_for
+
     cfg = ctx.model_config
     return bench_peer(ctx.encoded, ctx.y, ctx.shape, cfg.num_attention_heads, cfg.vocab_size, len(ctx.labels),
-                      ctx.batch_sizes[:1], ctx.steps, ctx.warmup, ctx.threads, ctx.device)
+                      ctx.batch_sizes[:1], ctx.steps, ctx.warmup, ctx.threads, ctx.device,
+                      precisions_for(ctx.config))
 
 
 def report(results) -> list[str]:
@@ -115,11 +121,12 @@ def report(results) -> list[str]:
         return lines + [f"Skipped: {peers[0]['skipped']}."]
     for p in peers:
         if p["task"] == "train":
-            ours = next((r for r in train if r["mode"] == "dynamic" and r["precision"] == "fp32"
+            precision = p.get("precision", "fp32")
+            ours = next((r for r in train if r["mode"] == "dynamic" and r["precision"] == precision
                          and r["batch_size"] == p["batch_size"]), None)
             ratio = (f"; senti dynamic graph / PyTorch = {ours['samples_per_s'] / p['samples_per_s']:.2f}"
                      if ours else "")
-            lines.append(f"- training, batch {p['batch_size']}: {p['samples_per_s']:.1f} samples/s, "
+            lines.append(f"- training {precision}, batch {p['batch_size']}: {p['samples_per_s']:.1f} samples/s, "
                          f"{share(p)} of ceiling ({p['framework']}){ratio}")
         elif p["task"] == "pretrain":
             ours = next((r for r in results.by_suite("pretrain") if r["head"] == "masked positions"), None)

@@ -24,26 +24,17 @@ def main(folder: Path) -> None:
     config = BertConfig(vocab_size=spec["vocab_size"], hidden_size=spec["hidden"], num_hidden_layers=spec["layers"],
                         num_attention_heads=spec["heads"], intermediate_size=spec["ffn"], num_labels=spec["labels"],
                         max_position_embeddings=512)
-    model = BertForSequenceClassification(config).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     feeds = [(torch.from_numpy(data[f"ids_{i}"]).to(device), torch.from_numpy(data[f"y_{i}"]).to(device))
              for i in range(spec["batches"])]
-    model.train()
-    times = []
-    for i, (ids, y) in enumerate(feeds):
-        t0 = time.perf_counter()
-        loss = model(input_ids=ids, attention_mask=(ids != 0).long(), labels=y).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        loss.item()
-        if i >= spec["warmup"]:
-            times.append(time.perf_counter() - t0)
-    step = float(np.median(times))
-    batch = len(feeds[0][1])
     framework = f"torch {torch.__version__}, transformers {__import__('transformers').__version__}"
-    out = [{"task": "train", "framework": framework, "step_ms": summarize(times), "samples_per_s": batch / step,
-            "seconds_per_epoch": spec["train_rows"] / batch * step, "epoch_extrapolated": True}]
+    batch = len(feeds[0][1])
+    out = []
+    for precision in spec.get("precisions", ["fp32"]):
+        model, times = train_times(config, feeds, spec, device, precision)
+        step = float(np.median(times))
+        out.append({"task": "train", "precision": precision, "framework": framework, "step_ms": summarize(times),
+                    "samples_per_s": batch / step, "seconds_per_epoch": spec["train_rows"] / batch * step,
+                    "epoch_extrapolated": True})
     out.append(mlm_step(config, feeds, spec, device, framework))
     model.eval()
     ids = feeds[0][0]
@@ -56,8 +47,31 @@ def main(folder: Path) -> None:
                 latencies.append(time.perf_counter() - t0)
     out.append({"task": "infer", "framework": framework, "latency_ms": summarize(latencies),
                 "texts_per_s": len(ids) / float(np.median(latencies))})
-    out.append({"task": "ceiling", "framework": framework, **matmul_ceiling(device, spec["ceiling_size"])})
+    for precision in spec.get("precisions", ["fp32"]):
+        out.append({"task": "ceiling", "precision": precision, "framework": framework,
+                    **matmul_ceiling(device, spec["ceiling_size"], precision)})
     (folder / "result.json").write_text(json.dumps(out), encoding="utf-8")
+
+
+def train_times(config, feeds, spec, device, precision: str):
+    """A fresh classifier trained on `feeds`, fp32 or under autocast in bfloat16 (PyTorch's CPU AMP recipe);
+    returns the model and the timed steps' seconds."""
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model.train()
+    times = []
+    for i, (ids, y) in enumerate(feeds):
+        t0 = time.perf_counter()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = model(input_ids=ids, attention_mask=(ids != 0).long(), labels=y).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        loss.item()
+        if i >= spec["warmup"]:
+            times.append(time.perf_counter() - t0)
+    return model, times
 
 
 def mlm_step(config, feeds, spec, device, framework) -> dict:
@@ -84,9 +98,10 @@ def mlm_step(config, feeds, spec, device, framework) -> dict:
             "tokens_per_s": float(np.mean(tokens)) / step, "samples_per_s": len(feeds[0][0]) / step}
 
 
-def matmul_ceiling(device, size: int) -> dict:
-    """The fp32 [size, size] matmul in torch, timed as senti times its own: the ceiling of this runtime."""
-    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+def matmul_ceiling(device, size: int, precision: str = "fp32") -> dict:
+    """The [size, size] matmul in torch (fp32 or bf16), timed as senti times its own: the ceiling of this runtime."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
 
     def call():
         a @ b

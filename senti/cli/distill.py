@@ -73,7 +73,7 @@ def distill(
     lr: Lr = None,
     warmup: Warmup = 0.1,
     amp: Amp = False,
-    amp_dtype: AmpDtypeOption = AmpDtype.float16,
+    amp_dtype: AmpDtypeOption = AmpDtype.auto,
     device: DeviceOption = Device.auto,
     devices: Annotated[Optional[str], typer.Option(
         help="Data-parallel via paddle.distributed.launch: device ids, or with --device cpu one process per entry.")]

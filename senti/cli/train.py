@@ -50,8 +50,9 @@ Lr = Annotated[Optional[float], typer.Option(help="Peak learning rate of AdamW (
                                                   "began: 5e-4 for senti's own, 1e-4 for a Hugging Face encoder, "
                                                   "5e-5 for PaddleNLP hub models).")]
 Warmup = Annotated[float, typer.Option(help="Fraction of steps spent warming up the learning rate.")]
-Amp = Annotated[bool, typer.Option(help="Mixed precision (accelerators only; CPU trains in fp32).")]
-AmpDtypeOption = Annotated[AmpDtype, typer.Option(help="Mixed-precision type.")]
+Amp = Annotated[bool, typer.Option(help="Mixed precision: bfloat16 Linears on a CPU with AVX-512 BF16 or AMX, "
+                                              "float16 or bfloat16 on a GPU.")]
+AmpDtypeOption = Annotated[AmpDtype, typer.Option(help="Mixed-precision type (auto: bfloat16 on a CPU, float16 on a GPU).")]
 DeviceOption = Annotated[Device, typer.Option(help="Where to train.")]
 Seed = Annotated[int, typer.Option(help="Seed for weights, splits and batch order.")]
 MaxSteps = Annotated[Optional[int], typer.Option(help="Stop after this many steps.", min=1)]
@@ -81,7 +82,7 @@ def train(
     lr: Lr = None,
     warmup: Warmup = 0.1,
     amp: Amp = False,
-    amp_dtype: AmpDtypeOption = AmpDtype.float16,
+    amp_dtype: AmpDtypeOption = AmpDtype.auto,
     device: DeviceOption = Device.auto,
     devices: Annotated[Optional[str], typer.Option(
         help="Comma-separated device ids for data-parallel training via paddle.distributed.launch; "

@@ -120,6 +120,14 @@ def paddle_mkl_path() -> Path | None:
     return path if path.exists() else None
 
 
+def paddle_dnnl_path() -> Path | None:
+    """The oneDNN library inside Paddle's wheel (its bfloat16 GEMM trains `--amp` on a CPU), or None."""
+    import paddle
+
+    path = Path(paddle.__file__).parent / "libs" / "libdnnl.so.3"
+    return path if path.exists() else None
+
+
 @lru_cache(maxsize=1)
 def paddle_mkl():
     """`paddle_mkl_path()` loaded by ctypes, or None."""

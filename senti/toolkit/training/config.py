@@ -24,7 +24,7 @@ CLASS_WEIGHTS = ("none", "balanced")  # balanced: each class's loss weighted n /
 # dev: choose the logit adjustment on dev by macro-F1 (core.ngram_head.TAU_GRID); auto: dev for more than two labels
 LOGIT_ADJUSTMENTS = ("auto", "dev", "off")
 NGRAM_INITS = ("learn", "fit")  # see senti.toolkit.training.ngram_fit
-AMP_DTYPES = ("float16", "bfloat16")
+AMP_DTYPES = ("auto", "float16", "bfloat16")  # auto: bfloat16 on a CPU, float16 on an accelerator
 
 
 # The n-gram head's table: what senti's checkpoint reader accepts (core.untrusted), also what a run may build (a
@@ -105,7 +105,7 @@ class ClassifierConfig(RunConfig):
 
     dataset: str
     amp: bool = False
-    amp_dtype: str = "float16"
+    amp_dtype: str = "auto"
     init_loss_scaling: float = 1024.0
     eval_every: int | None = None  # steps; None evaluates once per epoch
     early_stop: int | None = None  # evaluations without improvement before stopping

@@ -83,6 +83,12 @@ def _native_linear(layer, x):
     return native.Linear.apply(x, layer.weight, layer.bias)
 
 
+def _bf16_linear(layer, x):
+    from senti.toolkit.training import bf16
+
+    return bf16.Linear.apply(x, layer.weight, layer.bias)
+
+
 def _dropper(seed: int, use_native: bool):
     """Dropout in training, `drop(x, p)`: senti's C kernel or MaskDropout; p = 1 (every element dropped) is Paddle's
     own."""
@@ -176,20 +182,29 @@ def kernels_that_run(switched: dict) -> str:
     return "python (a model not in float32, or no layer the C kernels take)"
 
 
-def use_cpu_kernels(model, seed: int, dropout: bool = True, use_native: bool | None = None) -> dict:
+def _linear_kernel(use_native: bool, bf16: bool):
+    if bf16 and not use_native:
+        raise ValueError("bfloat16 Linears need senti's C kernels")
+    return _bf16_linear if bf16 else _native_linear if use_native else _linear
+
+
+def use_cpu_kernels(model, seed: int, dropout: bool = True, use_native: bool | None = None,
+                    bf16: bool = False) -> dict:
     """Switch `model`'s layers to the kernels above; returns how many of each were switched. `seed` seeds the
     dropout masks. Linears with a bias go through `Dense`; unless `dropout` is False, dropouts and the attention
     weights' dropouts through senti's (C when `use_native`, else MaskDropout); with `use_native` (the default where
     the C kernels build) also layer norms, GELU activations and the attention core through the C kernels. The C
-    kernels compute in float32 only: a model with parameters of another type gets the Python kernels."""
+    kernels compute in float32 only: a model with parameters of another type gets the Python kernels. With `bf16`
+    (`--amp` on a CPU that has bfloat16, bf16.why_not), Linears multiply in bfloat16 (bf16.py)."""
     if use_native is None:
         use_native = native.load() is not None
     use_native = use_native and all(p.dtype == paddle.float32 for p in model.parameters())
+    linear = _linear_kernel(use_native, bf16)
     drop = _dropper(seed, use_native)
     switched = {"linear": 0, "dropout": 0, "attention": 0, "layer_norm": 0, "gelu": 0}
     for layer in model.sublayers(include_self=True):
         if isinstance(layer, paddle.nn.Linear) and layer.bias is not None:
-            layer.forward = partial(_native_linear if use_native else _linear, layer)  # type: ignore[method-assign]
+            layer.forward = partial(linear, layer)  # type: ignore[method-assign]
             switched["linear"] += 1
         elif use_native and _plain_norm(layer):
             layer.forward = partial(_layer_norm, layer)

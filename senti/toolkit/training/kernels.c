@@ -58,6 +58,18 @@ void senti_dropout_bwd(const float *dy, const uint8_t *keep, float *dx, int64_t 
     for (int64_t i = 0; i < n; i++) dx[i] = keep[i] ? dy[i] * scale : 0.0f;
 }
 
+/* ---- bfloat16: y = x rounded to the nearest bfloat16 (ties to even), as the top 16 bits of its float32; a NaN stays
+ * a (quiet) NaN. The matrix products in bfloat16 are oneDNN's (bf16.py); this only feeds them. */
+void senti_to_bf16(const float *x, uint16_t *y, int64_t n) {
+    const uint32_t *u = (const uint32_t *)x;
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v = u[i];
+        uint32_t rounded = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16;
+        y[i] = (uint16_t)((v & 0x7fffffffu) > 0x7f800000u ? (v >> 16) | 0x40u : rounded);
+    }
+}
+
 /* ---- a Linear's bias: y[r, :] += bias, and its gradient, the column sums of dy ---- */
 void senti_bias_add(float *y, const float *bias, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++) {

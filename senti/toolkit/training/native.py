@@ -45,6 +45,7 @@ _u = ctypes.c_uint64
 SIGNATURES = {
     "senti_dropout_fwd": [_f, _f, _f, _n, _x, _u],
     "senti_dropout_bwd": [_f, _f, _f, _n, _x],
+    "senti_to_bf16": [_f, _f, _n],
     "senti_bias_add": [_f, _f, _n, _n],
     "senti_column_sum": [_f, _f, _n, _n],
     "senti_gelu_fwd": [_f, _f, _n],

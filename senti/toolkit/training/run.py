@@ -79,19 +79,32 @@ def select_device(name: str) -> str:
 
 
 def resolve_precision(config: ClassifierConfig, device: str, say) -> str:
-    """The precision training will really use; says so when --amp cannot apply."""
+    """The precision training will really use; says so when --amp cannot apply. `--amp-dtype auto` is bfloat16 on
+    a CPU, float16 on an accelerator."""
     if not config.amp:
         return "fp32"
+    dtype = config.amp_dtype if config.amp_dtype != "auto" else "bfloat16" if device == "cpu" else "float16"
     if device == "cpu":
-        say("--amp has no effect on CPU (Paddle's AMP runs only on accelerators): training in fp32")
-        return "fp32"
-    if config.amp_dtype == "bfloat16":
+        return _cpu_precision(dtype, say)
+    if dtype == "bfloat16":
         import paddle
 
         if device == "gpu" and not paddle.amp.is_bfloat16_supported():
             raise SentiError("this GPU does not support bfloat16; use --amp-dtype float16")
         return "bf16"
     return "fp16"
+
+
+def _cpu_precision(dtype: str, say) -> str:
+    """bf16 where this CPU and Paddle's oneDNN can multiply in bfloat16 (bf16.py), else fp32, saying why."""
+    from senti.toolkit.training import bf16
+
+    why = "float16 has no fast path on a CPU (use --amp-dtype bfloat16)" if dtype == "float16" else bf16.why_not()
+    if why is not None:
+        say(f"--amp on this CPU: {why}; training in fp32")
+        return "fp32"
+    say("--amp on this CPU: Linear layers multiply in bfloat16 through oneDNN (float32 weights and accumulation)")
+    return "bf16"
 
 
 @dataclass
@@ -232,7 +245,8 @@ class Run(Generic[Settings]):
         if self.device == "cpu":  # senti's C kernels (or its Python ones): Paddle's CPU kernels are slow
             from senti.toolkit.training.cpu_kernels import kernels_that_run, use_cpu_kernels
 
-            kernels = kernels_that_run(use_cpu_kernels(self.model, self.config.seed + self.rank))
+            switched = use_cpu_kernels(self.model, self.config.seed + self.rank, bf16=self.precision == "bf16")
+            kernels = kernels_that_run(switched)
         if self.world > 1:
             join(self.agreement())
             self.net = paddle.DataParallel(self.model)  # starts every replica from rank 0's weights
@@ -302,7 +316,8 @@ class Run(Generic[Settings]):
         import paddle
 
         amp_dtype: Literal["bfloat16", "float16"] = "bfloat16" if self.precision == "bf16" else "float16"  # unused off AMP
-        with paddle.amp.auto_cast(enable=self.precision != "fp32", dtype=amp_dtype, level="O1"):
+        on_accelerator = self.precision != "fp32" and self.device != "cpu"  # a CPU's bf16 is in its Linears
+        with paddle.amp.auto_cast(enable=on_accelerator, dtype=amp_dtype, level="O1"):
             step = self.loss(index)
         value = float(step.loss)
         if not math.isfinite(value):

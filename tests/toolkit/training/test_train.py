@@ -115,17 +115,6 @@ def test_multiclass_training_beats_chance(tmp_path):
     assert metrics["best"]["dev_accuracy"] > 0.5  # chance is 1/6
 
 
-def test_amp_on_cpu_says_so_and_records_fp32(binary_folder, tmp_path):
-    messages: list[str] = []
-    from senti.toolkit.training.train import run_training
-
-    config = TrainConfig(model="scratch:tiny", dataset=str(binary_folder), output_dir=str(tmp_path / "c"),
-                         epochs=1, max_steps=3, amp=True, device="cpu")
-    metrics = run_training(config, say=messages.append)
-    assert metrics["precision"] == "fp32" and metrics["amp_requested"] is True
-    assert any("--amp has no effect on CPU" in m for m in messages)
-
-
 def test_truncation_is_counted(tmp_path):
     long = [(lab, text * 30) for lab, text in synthetic_rows(64)]
     data = write_folder(tmp_path / "long", long, long[:16])
