@@ -115,6 +115,8 @@ def measure_ceilings(device: str, threads: int, precisions, when: str, say=print
     """
     size = 8192 if device == "gpu" else 2048
     candidates = [("paddle", "fp32", lambda: paddle_matmul(device, size, "float32"))]
+    if device == "cpu" and "bf16" in precisions:  # before Paddle Inference and ONNX Runtime, whose idle threads spin
+        candidates.append(("onednn", "bf16", lambda: onednn_bf16_matmul(size)))
     if device == "gpu":
         candidates += [("paddle", p, functools.partial(paddle_matmul, device, size, d))
                        for p, d in (("fp16", "float16"), ("bf16", "bfloat16")) if p in precisions]
@@ -122,8 +124,6 @@ def measure_ceilings(device: str, threads: int, precisions, when: str, say=print
         candidates += [("paddle-inference-onednn", "fp32", lambda: paddle_inference_matmul(size, threads)),
                        ("onnxruntime", "fp32", lambda: onnxruntime_matmul(size, threads, int8=False)),
                        ("onnxruntime", "int8", lambda: onnxruntime_matmul(size, threads, int8=True))]
-        if "bf16" in precisions:
-            candidates.append(("onednn", "bf16", lambda: onednn_bf16_matmul(size)))
     records: list[dict[str, Any]] = []
     for runtime, precision, time_it in candidates:
         seconds = time_it()

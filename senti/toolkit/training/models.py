@@ -20,7 +20,9 @@ SHAPES: dict[str, tuple[int, int, int, int]] = {
     "3l-128h": (3, 128, 2, 512),
     "4l-256h": (4, 256, 4, 1024),
     "4l-312h": (4, 312, 12, 1248),  # ernie-3.0-nano-zh
+    "4l-512h": (4, 512, 8, 2048),  # m3e-small, UER's chinese_roberta_L-4_H-512
     "6l-384h": (6, 384, 12, 1536),  # ernie-3.0-micro-zh
+    "12l-384h": (12, 384, 12, 1536),  # multilingual-e5-small
     "6l-768h": (6, 768, 12, 3072),  # ernie-3.0-medium-zh
     "12l-768h": (12, 768, 12, 3072),  # ernie-3.0-base-zh, ernie-1.0
 }

@@ -147,6 +147,8 @@ def load():
             function.restype = None
     except (RuntimeError, OSError, AttributeError, subprocess.TimeoutExpired) as error:
         why = str(error).splitlines()[0] if str(error) else type(error).__name__
+        if kernels_required():
+            raise RuntimeError(f"SENTI_REQUIRE_KERNELS is set and senti's C kernels are off: {why}") from error
         _STATUS.update(path="python", why=why)
         log.warning("senti's C training kernels are off (%s); training uses the Python kernels", why)
         return None
@@ -161,6 +163,13 @@ OFF_WORDS = ("0", "false", "no", "off")
 def kernels_off() -> bool:
     """SENTI_NATIVE_KERNELS=0 (or false, no, off, in any case) chooses the Python kernels."""
     return os.environ.get("SENTI_NATIVE_KERNELS", "1").strip().lower() in OFF_WORDS
+
+
+def kernels_required() -> bool:
+    """SENTI_REQUIRE_KERNELS=1 (CI sets it): a machine where the C kernels do not build fails instead of falling
+    back to the Python kernels, so their tests cannot skip unseen."""
+    value = os.environ.get("SENTI_REQUIRE_KERNELS", "").strip().lower()
+    return bool(value) and value not in OFF_WORDS
 
 
 def status() -> str:
