@@ -137,18 +137,34 @@ def paddle_mkl():
     return ctypes.CDLL(str(path)) if path is not None else None
 
 
+@lru_cache(maxsize=1)
+def paddle_openmp():
+    """The OpenMP runtime inside Paddle's wheel (libs/libiomp5.so) loaded by ctypes, or None. oneDNN's threads are
+    its threads too: Paddle's libiomp5 serves the OpenMP calls of the oneDNN beside it."""
+    import ctypes
+
+    import paddle
+
+    path = Path(paddle.__file__).parent / "libs" / "libiomp5.so"
+    return ctypes.CDLL(str(path)) if path.exists() else None
+
+
 @contextmanager
 def keeping_mkl_threads():
-    """Put MKL's thread count back after the block. Paddle Inference's `predictor.run()` sets the MKL inside
-    Paddle's wheel to one thread for the whole process (Paddle 3.3.1), so that every dynamic-graph matmul after
-    it, in training or `senti bench`'s training suite, ran on one core."""
-    mkl = paddle_mkl()
+    """Put MKL's and OpenMP's thread counts back after the block. Paddle Inference's `predictor.run()` sets the MKL
+    inside Paddle's wheel, and OpenMP (the threads of its oneDNN), to one thread for the whole process (Paddle 3.3.1),
+    so that every dynamic-graph matmul after it, and every bfloat16 GEMM of a CPU `--amp` run (bf16.py), ran on one
+    core."""
+    mkl, openmp = paddle_mkl(), paddle_openmp()
     before = mkl.MKL_Get_Max_Threads() if mkl is not None else 0
+    before_openmp = openmp.omp_get_max_threads() if openmp is not None else 0
     try:
         yield
     finally:
         if before:
             mkl.MKL_Set_Num_Threads(before)
+        if before_openmp:
+            openmp.omp_set_num_threads(before_openmp)
 
 
 def configure_runtime(threads: int | None = None) -> dict:

@@ -44,7 +44,7 @@ def test_a_paddle_inference_run_leaves_mkls_threads_as_they_were(tmp_path):
     from paddle.static import InputSpec
 
     from senti.core import layout
-    from senti.core.runtime import paddle_mkl
+    from senti.core.runtime import paddle_mkl, paddle_openmp
     from senti.serving.backends import PaddleBackend
 
     mkl = paddle_mkl()
@@ -63,15 +63,19 @@ def test_a_paddle_inference_run_leaves_mkls_threads_as_they_were(tmp_path):
             return self.out(self.embed(input_ids + token_type_ids).mean(axis=1))
 
     paddle.jit.save(Tiny(), str(tmp_path / layout.PADDLE_PREFIX), input_spec=specs)
-    before = mkl.MKL_Get_Max_Threads()
+    openmp = paddle_openmp()
+    before, before_openmp = mkl.MKL_Get_Max_Threads(), openmp.omp_get_max_threads()
     mkl.MKL_Set_Num_Threads(2)
+    openmp.omp_set_num_threads(2)
     try:
         backend = PaddleBackend(tmp_path, threads=2)
         logits = backend(np.ones((3, 4), np.int64), np.zeros((3, 4), np.int64))
         assert logits.shape == (3, 2)
         assert mkl.MKL_Get_Max_Threads() == 2
+        assert openmp.omp_get_max_threads() == 2  # the threads of oneDNN's bfloat16 GEMM (CPU --amp)
     finally:
         mkl.MKL_Set_Num_Threads(before)
+        openmp.omp_set_num_threads(before_openmp)
 
 
 def test_warnings_after_paddles_quiet_import_still_reach_stderr():
