@@ -440,3 +440,35 @@ def test_no_function_in_the_package_is_over_80_lines():
                 if lines > 80:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
     assert not long, long
+
+
+WORKSHOP = re.compile(r"\.\./shared|/work/|/root/|/home/\w|PYTHONPATH=/|\bsessions?\b|\b[Tt]his build\b|\basked\b")
+
+
+def _workshop_words(text: str) -> list[str]:
+    return [m.group(0) for m in WORKSHOP.finditer(text)]
+
+
+def test_the_docs_speak_to_users_not_of_the_workshop():
+    """A user's data is `chnsenticorp/`, not a folder of the machine the figures were made on; no tracker
+    language ("session", "this build", what was "asked")."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = {str(p.relative_to(ROOT)): words for p in pages if (words := _workshop_words(p.read_text("utf-8")))}
+    assert found == {}
+
+
+def test_the_workshop_check_catches_each_kind():
+    for text in ("--dataset ../shared/data/chnsenticorp", "PYTHONPATH=/work/main python", "measured that session",
+                 "this build is faster", "the +3 points asked"):
+        assert _workshop_words(text), text
+    assert _workshop_words("--dataset chnsenticorp/ --output-dir runs/e5") == []
+
+
+def test_code_comments_cite_docs_pages_that_exist():
+    """Comments cite a docs page by its path; README sections move, so a comment citing one goes stale."""
+    stale, missing = [], []
+    for path in sorted([*(ROOT / "senti").rglob("*.py"), *(ROOT / "experiments").rglob("*.py")]):
+        text = path.read_text("utf-8")
+        stale += [f"{path.name}: {m.group(0)}" for m in re.finditer(r"\(README\b[^)]*\)|README, \"", text)]
+        missing += [f"{path.name}: {m}" for m in re.findall(r"docs/[\w/-]+\.md", text) if not (ROOT / m).is_file()]
+    assert stale == [] and missing == []

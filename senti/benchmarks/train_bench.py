@@ -37,7 +37,6 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
     """
     import paddle
     import paddle.nn.functional as F
-    from paddle.static import InputSpec
 
     records: list[dict] = []
     lengths = [len(e) for e in encoded]
@@ -53,18 +52,7 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
                 model = net = None
                 try:
                     model = make_model()
-                    model.train()
-                    net = model
-                    if mode == "dynamic" and device == "cpu":  # senti train's default path on a CPU
-                        from senti.toolkit.training.cpu_kernels import use_cpu_kernels
-
-                        use_cpu_kernels(model, 0, bf16=precision == "bf16")
-                    if mode == "to_static":
-                        spec = [InputSpec([None, None], "int64", "input_ids"),
-                                InputSpec([None, None], "int64", "token_type_ids")]
-                        net = paddle.jit.to_static(model, input_spec=spec, full_graph=True)
-                    optimizer = paddle.optimizer.AdamW(learning_rate=1e-4, parameters=model.parameters(),
-                                                       grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0))
+                    net, optimizer = _trainable(model, mode, precision, device)
                     scaler = paddle.amp.GradScaler(init_loss_scaling=1024) if precision == "fp16" else None
                     amp_dtype: Literal["bfloat16", "float16"] = "bfloat16" if precision == "bf16" else "float16"
                     rng = np.random.default_rng(0)
@@ -105,6 +93,26 @@ def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_s
                 if device == "gpu":
                     paddle.device.cuda.empty_cache()
     return records
+
+
+def _trainable(model, mode: str, precision: str, device: str):
+    """(the network to call, its AdamW) for a bench mode: `dynamic` with senti's CPU kernels on a CPU (bf16 Linears
+    for precision bf16), `dynamic-paddle` as is, `to_static` compiled."""
+    import paddle
+    from paddle.static import InputSpec
+
+    model.train()
+    net = model
+    if mode == "dynamic" and device == "cpu":  # senti train's default path on a CPU
+        from senti.toolkit.training.cpu_kernels import use_cpu_kernels
+
+        use_cpu_kernels(model, 0, bf16=precision == "bf16")
+    if mode == "to_static":
+        spec = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, None], "int64", "token_type_ids")]
+        net = paddle.jit.to_static(model, input_spec=spec, full_graph=True)
+    optimizer = paddle.optimizer.AdamW(learning_rate=1e-4, parameters=model.parameters(),
+                                       grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0))
+    return net, optimizer
 
 
 def representative_batches(lengths, batch_size: int, rng) -> list:

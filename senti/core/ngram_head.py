@@ -1,7 +1,7 @@
 """The n-gram head: hashed character 1-3-grams of the token ids, a linear layer beside ERNIE, in one graph.
 
 On ChnSentiCorp a character n-gram logistic regression beats a small ERNIE on texts it has not seen, and the two
-err differently (README, "senti train"). `ErnieWithNgrams` carries both: ERNIE's classifier and a linear layer over
+err differently (docs/guides/training.md). `ErnieWithNgrams` carries both: ERNIE's classifier and a linear layer over
 the hashed 1-3-grams of the input ids, each trained on its own loss, answered as a weighted geometric mean of
 the two distributions (log-probabilities averaged, the n-gram side weighted by `ngram_weight`, chosen on dev).
 The hashing is integer arithmetic on `input_ids` inside the graph, so an export needs nothing beside the

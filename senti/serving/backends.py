@@ -124,7 +124,7 @@ class BackendFormat:
     gpu_rank: int | None
     required: bool  # an export that fails its parity check fails; others are only marked unfit
     # A text's answer does not depend on the other texts in its batch. Dynamic INT8 computes its activation
-    # scales per call over the whole batch, so batch-mates move a text's score (by 4e-3 on 4l-312h, README):
+    # scales per call over the whole batch, so batch-mates move a text's score (by 4e-3 on 4l-312h, docs/results/serving.md):
     # `auto` never picks such a format, because one client's traffic would change another client's scores.
     batch_independent: bool = True
     # Derived formats: made from `source` (another format's file) by export's maker of the same name, when the

@@ -1,6 +1,6 @@
 """How to spread a model over the cores a process may use: worker processes (or Ray actors) x threads each.
 
-Measured on 2 cores (README, "The layout `senti serve` picks"): a 128-wide student is too small for two
+Measured on 2 cores (docs/results/serving.md): a 128-wide student is too small for two
 threads to share one call (they lose about a fifth to synchronisation), so it runs best as one single-threaded
 worker per core; so does a 312-wide model once each worker has a socket of its own (before, one worker got every
 connection of a burst and 2 x 1 looked slow). Wider models get more threads per call (not measured: the rule's

@@ -55,7 +55,7 @@ class CheckedText:
 
 
 # One CPU model call's fixed cost in padded tokens' worth of work: on random 32-text mixes of ChnSentiCorp
-# dev texts throughput was flat for 64-192 and best near 128 (python -m experiments.batch_cut; README).
+# dev texts throughput was flat for 64-192 and best near 128 (python -m experiments.batch_cut; docs/guides/serving.md).
 CPU_CALL_COST_TOKENS = 128
 
 

@@ -187,7 +187,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     startup_s = time.perf_counter() - started
     cpus = int(ray.cluster_resources().get("CPU", 1))
     # The serve rule (actors for workers): a small model scores best as single-threaded actors, one a core. On
-    # 2 cores 2 x 1 scored 100,000 rows 15% faster than 1 x 2 for the same CPU (README); 2 x 1 looked slower
+    # 2 cores 2 x 1 scored 100,000 rows 15% faster than 1 x 2 for the same CPU (docs/results/ray.md); 2 x 1 looked slower
     # only while one input block fed one actor (blocks of one call's rows fix that).
     layout = placement_for(meta, cpus, actors, threads_per_actor)
     actors, threads_per_actor = layout.workers, layout.threads

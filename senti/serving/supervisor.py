@@ -10,7 +10,7 @@ kept) and restarts a dead worker at once. Two things are added here:
 - each worker listens on a socket of its own, all bound to the port with SO_REUSEPORT, so that the kernel spreads
   the connections over the workers. On uvicorn's one shared socket the first worker to wake accepts every pending
   connection (asyncio accepts up to the backlog per wake-up): 32 keep-alive clients connecting at once all landed
-  on one worker while the other idled (README, "The layout `senti serve` picks"). A worker's socket starts
+  on one worker while the other idled (docs/results/serving.md). A worker's socket starts
   listening only once its model is loaded, and the supervisor keeps no copy of it, so a dead worker's socket
   closes with it and no connection waits on it.
 """

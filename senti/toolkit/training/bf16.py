@@ -26,7 +26,7 @@ from senti.toolkit.training import native
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 _L = ctypes.c_int64
-GEMM_ARGUMENTS = [ctypes.c_char, ctypes.c_char, _L, _L, _L, ctypes.c_float, ctypes.c_void_p, _L, ctypes.c_void_p, _L,
+GEMM_ARGUMENTS: list = [ctypes.c_char, ctypes.c_char, _L, _L, _L, ctypes.c_float, ctypes.c_void_p, _L, ctypes.c_void_p, _L,
                   ctypes.c_float, ctypes.c_void_p, _L]
 
 
@@ -61,7 +61,7 @@ def why_not(flags: list[str] | None = None) -> str | None:
 def to_bf16(t):
     """A float32 tensor's values rounded to bfloat16, as a uint16 tensor of the same shape (contiguous)."""
     t = native._ready(t)
-    out = paddle.empty(t.shape, "uint16")
+    out = paddle.empty(t.shape, paddle.uint16)
     native.load().senti_to_bf16(t.data_ptr(), out.data_ptr(), t.size)
     return out
 

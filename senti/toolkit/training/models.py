@@ -33,11 +33,11 @@ PRESETS: dict[str, str] = {"scratch:tiny": "2l-128h", "scratch:small": "4l-312h"
                            **{f"scratch:{name}": name for name in SHAPES}}
 # Default peak learning rates by where the weights come from (their origin, followed through continued
 # checkpoints). Random weights learn nothing at PaddleNLP's 5e-5 in an epoch (0.506 dev accuracy, chance): scratch:tiny,
-# one epoch of ChnSentiCorp, measured 1e-4: 0.507, 3e-4: 0.828, 5e-4: 0.851 dev accuracy (README, "Defaults").
+# one epoch of ChnSentiCorp, measured 1e-4: 0.507, 3e-4: 0.828, 5e-4: 0.851 dev accuracy (docs/results/chnsenticorp.md).
 # A checkpoint trained from scratch continues at that rate too: at 5e-5 the surge loop moved its domain by +0.1 point.
 # Large hub models (ERNIE base) keep PaddleNLP's rate; senti's own small pretrained models want PRETRAINED_LR:
 # 3l-128h pretrained 65 min by `senti pretrain`, 3 epochs of ChnSentiCorp, dev accuracy at 2e-4: 0.8825, 5e-4: 0.8967
-# (README, "senti pretrain", measured).
+# (docs/guides/pretraining.md, measured).
 FINE_TUNE_LR = 5e-5
 SCRATCH_LR = 5e-4
 PRETRAINED_LR = 5e-4
