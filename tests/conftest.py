@@ -13,7 +13,7 @@ from senti.core.runtime import configure_runtime
 
 configure_runtime()  # threads and MKL's AMD path must be set before any test imports paddle
 
-from helpers import CHNSENTICORP, export_tiny, synthetic_rows, train_tiny, write_folder  # noqa: E402
+from tests.helpers import CHNSENTICORP, export_tiny, synthetic_rows, train_tiny, write_folder  # noqa: E402
 
 
 @pytest.fixture

@@ -424,8 +424,20 @@ def test_the_tests_mirror_the_code():
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"[Ii]ssue \d+", text), f"{path.relative_to(ROOT)} cites an issue"
     for stale in ("test_first_run", "test_untrusted_files", "test_production_options", "test_server_limits",
-                  "test_surge_loop"):
+                  "test_surge_loop", "test_file_doors"):
         assert stale + ".py" not in names
+
+
+def test_the_tests_are_a_package_that_imports_its_helpers_by_name():
+    """`from tests.helpers import ...`, not `from helpers import ...`, which worked only because pytest put tests/
+    on the path."""
+    tests = ROOT / "tests"
+    folders = [d for d in [tests, *tests.rglob("*")] if d.is_dir() and d.name != "__pycache__"
+               and any(d.glob("*.py"))]
+    assert [str(d.relative_to(ROOT)) for d in folders if not (d / "__init__.py").is_file()] == []
+    bare = [str(p.relative_to(ROOT)) for p in tests.rglob("*.py")
+            if re.search(r"^\s*(from helpers import|import helpers\b)", p.read_text("utf-8"), re.M)]
+    assert bare == []
 
 
 def test_no_function_in_the_package_is_over_80_lines():

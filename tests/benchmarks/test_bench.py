@@ -8,11 +8,11 @@ import shutil
 from typing import Any
 
 import pytest
-from helpers import synthetic_rows, write_folder
 
 from senti.benchmarks.flops import forward_flops, training_flops
 from senti.benchmarks.run import BenchConfig, run_bench
 from senti.core.runtime import available_cores
+from tests.helpers import synthetic_rows, write_folder
 
 
 def _numbers(value):

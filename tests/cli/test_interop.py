@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from helpers import EDGE_CASES, PARITY, synthetic_rows, write_folder, write_rows
 
 from senti.core import layout
 from senti.core.runtime import int8_is_fast
+from tests.helpers import EDGE_CASES, PARITY, synthetic_rows, write_folder, write_rows
 
 SENTI = [sys.executable, "-m", "senti.cli"]
 

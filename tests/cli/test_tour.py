@@ -13,7 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import AUTH, start_senti, synthetic_rows, write_folder, write_rows
+
+from tests.helpers import AUTH, start_senti, synthetic_rows, write_folder, write_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 SENTI = [sys.executable, "-m", "senti.cli"]

@@ -8,10 +8,10 @@ import pickle
 import shutil
 
 import pytest
-from helpers import train_tiny
 
 from senti.core import layout
 from senti.core.errors import SentiError
+from tests.helpers import train_tiny
 
 
 class RunsCode:

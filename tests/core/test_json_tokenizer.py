@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import unigram_definition
 from tokenizers import Tokenizer
 
 from senti.core import layout
@@ -14,6 +13,7 @@ from senti.core.artifacts import TokenizerSettings
 from senti.core.errors import ArtifactError
 from senti.core.json_tokenizer import JsonTokenizer, is_json_tokenizer_folder, load_definition, tokenizer_text
 from senti.serving.tokenizer import FastTokenizer
+from tests.helpers import unigram_definition
 
 
 def test_ids_are_the_definitions_own_with_its_special_tokens_around_them():

@@ -6,10 +6,10 @@ import zipfile
 
 import numpy as np
 import pytest
-from helpers import torch_state_pickle, write_torch_bin
 
 from senti.core.errors import ArtifactError
 from senti.core.torch_weights import load_torch_weights
+from tests.helpers import torch_state_pickle, write_torch_bin
 
 
 def test_arrays_come_back_as_written_contiguous_and_transposed(tmp_path):

@@ -58,10 +58,10 @@ def _paddlenlp_folder(folder, **config):
 @pytest.mark.parametrize("craft", ["layers", "vocab_link", "deep"])
 def test_senti_train_refuses_a_crafted_paddlenlp_folder_in_one_line(tmp_path, craft):
     # num_hidden_layers 1,000,000 grew memory about 60 MB/s until killed; vocab.txt -> /etc/passwd was read.
-    from helpers import synthetic_rows, write_folder
     from typer.testing import CliRunner
 
     from senti.cli import app
+    from tests.helpers import synthetic_rows, write_folder
 
     data = write_folder(tmp_path / "data", synthetic_rows(40, seed=1), synthetic_rows(10, seed=2))
     folder = _paddlenlp_folder(tmp_path / "pn", **({"num_hidden_layers": 1_000_000} if craft == "layers" else {}))

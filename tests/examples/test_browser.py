@@ -11,7 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import PARITY, free_port, requested_urls
+
+from tests.helpers import PARITY, free_port, requested_urls
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import EDGE_CASES, PARITY, export_tiny, synthetic_rows, train_tiny, write_folder, write_hf_folder
+
+from tests.helpers import EDGE_CASES, PARITY, export_tiny, synthetic_rows, train_tiny, write_folder, write_hf_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "node"
@@ -173,9 +174,9 @@ def _split_body_answer(port: int, text: str) -> dict:
 
 def test_the_node_http_handler_answers_like_senti_serving(node_example, _exported):
     import httpx
-    from helpers import free_port
 
     from senti.serving import Predictor
+    from tests.helpers import free_port
 
     export, _ = _exported
     port = free_port()

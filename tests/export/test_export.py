@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import PARITY, export_tiny
 
 from senti.core import layout
 from senti.core.errors import SentiError
@@ -21,6 +20,7 @@ from senti.export.pipeline import ExportConfig
 from senti.export.specs import ERNIE_SEQUENCE_CLASSIFICATION as SPEC
 from senti.serving.backends import open_backend
 from senti.serving.parity import judge
+from tests.helpers import PARITY, export_tiny
 
 
 def test_export_writes_every_format_with_parity_figures(_exported):

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from helpers import (
+
+from senti.serving.drift import CONFIDENCE_BUCKETS, DriftCounter, describe, summarize
+from senti.serving.predictor import Prediction
+from tests.helpers import (
     AUTH,
     PARITY,
     running_server,
 )
-
-from senti.serving.drift import CONFIDENCE_BUCKETS, DriftCounter, describe, summarize
-from senti.serving.predictor import Prediction
 
 
 def prediction(label: str, score: float, truncated=False, tokens=10, unknown=0) -> Prediction:

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
 
 from senti.core import layout
 from senti.core.errors import ArtifactError
 from senti.serving import Predictor
+from tests.helpers import ROOT
 
 
 def tampered(src: Path, dst: Path, change) -> Path:

@@ -63,9 +63,9 @@ def test_only_the_host_names_a_loopback_server_was_bound_for_are_answered(_expor
     # Host: attacker.example answered 200 on /v1/status (and senti label's /api/job): a page that rebinds its own
     # name to 127.0.0.1 could read every text. Loopback names only, by default.
     import httpx
-    from helpers import AUTH, assert_only_own_scripts, output_of, start_senti
 
     from senti.serving.http_guard import allowed_hosts, host_name
+    from tests.helpers import AUTH, assert_only_own_scripts, output_of, start_senti
 
     assert host_name("127.0.0.1:8600") == "127.0.0.1" and host_name("[::1]:80") == "[::1]" and host_name("x") == "x"
     assert allowed_hosts("0.0.0.0") is None and "localhost" in (allowed_hosts("127.0.0.1") or ())

@@ -9,15 +9,15 @@ import time
 from typing import Any
 
 import httpx
-from helpers import (
+
+from senti.core import layout
+from tests.helpers import (
     AUTH,
     assert_one_reload_shape,
     export_tiny,
     running_server,
     train_tiny,
 )
-
-from senti.core import layout
 
 
 def test_reload_swaps_models_under_load_without_losing_a_request(_exported, tiny_checkpoint, tmp_path):

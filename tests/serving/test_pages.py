@@ -8,11 +8,11 @@ import re
 
 import httpx
 import pytest
-from helpers import KEY, PARITY, requested_urls, running_server
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from senti.serving import Predictor
+from tests.helpers import KEY, PARITY, requested_urls, running_server
 
 BASIC = {"Authorization": "Basic " + base64.b64encode(f"anyone:{KEY}".encode()).decode()}
 EXTERNAL_URL = re.compile(r"(?:https?:)?//(?!127\.0\.0\.1[:/])[\w.-]+", re.I)

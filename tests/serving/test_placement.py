@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import output_of, start_senti
 
 from senti.core.runtime import available_cores, cgroup_cpu_quota
 from senti.serving import export_folder
 from senti.serving.placement import choose_placement, model_width
+from tests.helpers import output_of, start_senti
 
 
 @pytest.mark.parametrize("cores, width, workers, threads", [

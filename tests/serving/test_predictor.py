@@ -12,12 +12,12 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from helpers import AUTH, EDGE_CASES, PARITY, running_server
 
 from senti.core.errors import ArtifactError, SentiError
 from senti.core.sequence import text_budget
 from senti.serving import Predictor
 from senti.serving.tokenizer import FastTokenizer, read_limit
+from tests.helpers import AUTH, EDGE_CASES, PARITY, running_server
 
 ROOT = Path(__file__).resolve().parents[2]
 

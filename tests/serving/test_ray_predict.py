@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import synthetic_rows
+
+from tests.helpers import synthetic_rows
 
 ray = pytest.importorskip("ray", reason="Ray Data is the optional 'scale' extra")
 pa = pytest.importorskip("pyarrow")

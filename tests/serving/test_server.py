@@ -14,10 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import AUTH, KEY, PARITY, running_server
 
 from senti.core.errors import SentiError
 from senti.serving import Predictor
+from tests.helpers import AUTH, KEY, PARITY, running_server
 
 LONE = "x\ud800"  # valid JSON ("x\\ud800"), but no tokenizer can take it
 

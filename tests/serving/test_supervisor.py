@@ -14,9 +14,9 @@ from unittest.mock import ANY
 import httpx
 import psutil
 import pytest
-from helpers import AUTH, KEY, PARITY, ROOT, assert_one_reload_shape, output_of, running_server, start_senti
 
 from senti.serving import Predictor
+from tests.helpers import AUTH, KEY, PARITY, ROOT, assert_one_reload_shape, output_of, running_server, start_senti
 
 
 def _bounded_load(base: str, texts: list[str], requests: int = 40, clients: int = 8) -> list:

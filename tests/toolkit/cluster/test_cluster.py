@@ -14,9 +14,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import synthetic_rows, write_folder
 
 from senti.core import layout
+from tests.helpers import synthetic_rows, write_folder
 
 SENTI = [sys.executable, "-m", "senti.cli"]
 ROOT = Path(__file__).resolve().parents[2]

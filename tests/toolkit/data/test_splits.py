@@ -6,10 +6,10 @@ import json
 import re
 
 import pytest
-from helpers import EMOTIONS, synthetic_rows, write_folder, write_rows
 
 from senti.core.errors import DataError
 from senti.toolkit.data.splits import load_splits, read_table
+from tests.helpers import EMOTIONS, synthetic_rows, write_folder, write_rows
 
 
 def test_folder_in_chnsenticorp_layout_names_binary_labels(tmp_path):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from helpers import synthetic_rows, write_folder, write_rows
-
 from senti.core import layout
+from tests.helpers import synthetic_rows, write_folder, write_rows
 
 
 def test_eval_scores_several_domains_with_the_baseline_beside_each(tiny_checkpoint, tmp_path):

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import KEY, assert_only_own_scripts, free_port, start_senti, synthetic_rows, train_tiny, write_rows
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -21,6 +20,7 @@ from senti.core.errors import DataError
 from senti.toolkit.data.label_log import resolve_log
 from senti.toolkit.data.splits import load_splits
 from senti.toolkit.surge.labeling import LabelJob, open_job, read_picks
+from tests.helpers import KEY, assert_only_own_scripts, free_port, start_senti, synthetic_rows, train_tiny, write_rows
 
 
 def picks_file(path: Path, n: int = 30, seed: int = 5) -> tuple[Path, list[tuple[str, str]]]:

@@ -7,12 +7,12 @@ import json
 import time
 
 import pytest
-from helpers import (
+
+from senti.core.errors import SentiError
+from tests.helpers import (
     synthetic_rows,
     write_rows,
 )
-
-from senti.core.errors import SentiError
 
 
 def test_select_picks_the_uncertain_and_never_a_duplicate_twice(_exported, tmp_path):

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import EMOTIONS, export_tiny, synthetic_rows, write_folder
 
 from senti.core import layout
 from senti.core.errors import SentiError
 from senti.toolkit.training.distill import DistillConfig, layer_map, run_distillation
+from tests.helpers import EMOTIONS, export_tiny, synthetic_rows, write_folder
 
 
 def _distill(teacher, data, out, **overrides):
@@ -102,11 +102,11 @@ def test_bad_inputs_are_one_line_errors(tiny_checkpoint, tmp_path):
 def test_eval_and_export_cut_the_splits_the_student_was_trained_on(tiny_checkpoint, tmp_path, monkeypatch):
     """A student distilled with --seed 3 on a seeded (single-file) dataset is evaluated and parity-checked on
     the splits cut with seed 3, never 42: its test rows cannot overlap its training rows."""
-    from helpers import write_rows
     from typer.testing import CliRunner
 
     import senti.toolkit.data.splits as data_module
     from senti.cli import app
+    from tests.helpers import write_rows
 
     ckpt, _ = tiny_checkpoint
     reviews = write_rows(tmp_path / "reviews.tsv", synthetic_rows(300, seed=5))

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-from helpers import write_hf_folder
 from typer.testing import CliRunner
 
 from senti.cli import app
@@ -17,6 +16,7 @@ from senti.toolkit.training import convert as convert_module
 from senti.toolkit.training import hf_convert
 from senti.toolkit.training.convert import ConvertMeta, convert_folder
 from senti.toolkit.training.hf_convert import ernie_name, is_hf_folder
+from tests.helpers import write_hf_folder
 
 
 def test_names_map_to_paddlenlps_ernie_with_linear_weights_transposed():

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import synthetic_rows, train_tiny, write_folder
 
 from senti.core import layout
 from senti.core.errors import DataError, SentiError
+from tests.helpers import synthetic_rows, train_tiny, write_folder
 
 
 def _corpus(path: Path, n: int = 400, seed: int = 5) -> Path:

@@ -8,17 +8,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import (
+
+from senti.core import layout
+from senti.core.artifacts import SplitRecipe
+from senti.core.errors import SentiError
+from tests.helpers import (
     EMOTIONS,
     synthetic_rows,
     train_tiny,
     write_folder,
     write_rows,
 )
-
-from senti.core import layout
-from senti.core.artifacts import SplitRecipe
-from senti.core.errors import SentiError
 
 
 def test_replay_keeps_the_label_set_records_lineage_and_refuses_new_labels(tiny_checkpoint, tmp_path):

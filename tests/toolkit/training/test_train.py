@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import EMOTIONS, synthetic_rows, train_tiny, write_folder, write_rows
 
 from senti.core import layout
 from senti.core.errors import SentiError
 from senti.toolkit.training.config import TrainConfig
+from tests.helpers import EMOTIONS, synthetic_rows, train_tiny, write_folder, write_rows
 
 SENTI = [sys.executable, "-m", "senti.cli"]
 
@@ -429,10 +429,10 @@ def test_an_n_gram_table_past_what_the_reader_accepts_is_refused_before_it_is_bu
 def test_a_checkpoint_trained_on_a_relative_path_is_scored_from_any_folder(tmp_path, monkeypatch):
     """The dataset was recorded as given ('data'): `senti eval` or `senti export` run from another folder could not
     find it."""
-    from helpers import synthetic_rows, train_tiny, write_folder
     from typer.testing import CliRunner
 
     from senti.cli import app
+    from tests.helpers import synthetic_rows, train_tiny, write_folder
 
     write_folder(tmp_path / "work" / "data", synthetic_rows(120, seed=1), synthetic_rows(40, seed=2),
                  synthetic_rows(40, seed=3))

@@ -15,11 +15,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import synthetic_rows, write_folder, write_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from senti.core.errors import SentiError
+from tests.helpers import synthetic_rows, write_folder, write_rows
 
 SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
 
