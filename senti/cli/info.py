@@ -37,6 +37,10 @@ def info():
     from senti.toolkit.training import native
 
     table.add_row("CPU training kernels", native.status())
+    from senti.toolkit.training import bf16
+
+    why = bf16.why_not(flags)
+    table.add_row("CPU --amp", "bfloat16 Linears (oneDNN)" if why is None else f"fp32 ({why})")
     gpus = paddle.device.cuda.device_count() if paddle.device.is_compiled_with_cuda() else 0
     table.add_row("gpu", ", ".join(paddle.device.cuda.get_device_name(i) for i in range(gpus)) or
                   ("none visible" if paddle.device.is_compiled_with_cuda() else "none (CPU build of paddle)"))

@@ -119,3 +119,15 @@ def test_amp_on_a_bfloat16_cpu_trains_in_bf16_and_records_it(binary_folder, tmp_
     metrics, said = _amp_run(binary_folder, tmp_path)
     assert metrics["precision"] == "bf16" and "bfloat16" in said[0]
     assert np.isfinite(metrics["epochs"][0]["train_loss"])
+
+
+def test_senti_info_says_what_amp_does_on_this_cpu():
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    result = CliRunner().invoke(app, ["info"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "CPU --amp" in line)
+    assert ("bfloat16 Linears (oneDNN)" in row) == (HERE is None)
+    assert "CPU training kernels" in result.output
