@@ -8,7 +8,21 @@ import sys
 
 import typer
 
-from senti.cli import bench, convert, distill, evaluate, export, info, label, predict, pretrain, select, serve, train
+from senti.cli import (
+    aspects,
+    bench,
+    convert,
+    distill,
+    evaluate,
+    export,
+    info,
+    label,
+    predict,
+    pretrain,
+    select,
+    serve,
+    train,
+)
 
 app = typer.Typer(
     help="senti: Chinese sentiment analysis on PaddlePaddle, from fine-tuning to production.",
@@ -16,7 +30,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-for group in (convert, pretrain, train, distill, evaluate, export, predict, select, label, serve, info):
+for group in (convert, pretrain, train, distill, evaluate, export, predict, aspects, select, label, serve, info):
     app.add_typer(group.app)
 app.add_typer(bench.app, name="bench")
 

@@ -251,6 +251,14 @@ class Predictor:
         unknown = [sum(1 for t in x if t == self.tokenizer.unk_id) for x in ids]
         return (sums / np.maximum(counts, 1)[:, None]).astype(np.float32), counts.tolist(), too_long, tokens, unknown
 
+    def aspects(self, texts: list[str], aspects, unit: str = "sentence", neutral_margin: float = 0.0) -> list[dict]:
+        """For each text, {aspect name: AspectAnswer} over `aspects` (senti.core.aspects.Aspect, or read by
+        `read_aspects`): positive, neutral, negative or not_mentioned, with the evidence (senti.serving.aspects).
+        A two-class positive/negative model only; the list may change with every call."""
+        from senti.serving.aspects import answer_aspects
+
+        return answer_aspects(self, texts, aspects, unit, neutral_margin)
+
     def predict(self, texts: Sequence[str | CheckedText], batch_size: int = 32) -> list[Prediction]:
         """One Prediction per text, in input order."""
         if len(texts) == 0:

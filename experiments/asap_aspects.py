@@ -1,0 +1,98 @@
+"""Aspect answers on ASAP's samples (restaurant reviews, 18 aspects): the keyword rules and senti's aspect answers.
+
+    python -m experiments.asap_aspects --data asap-sample/ --model EXPORT [--model EXPORT ...] [--split dev]
+
+Methods: `rules`, a keyword in the review means mentioned and the star rating gives the polarity (4-5 positive,
+3 neutral, 1-2 negative); `senti`, `senti.serving.aspects.answer_aspects` with each model, by sentence and by clause,
+its neutral margin chosen on the train split (0 to 0.4 in steps of 0.05) and reported on --split. Metrics over
+(review, aspect) pairs: 4-way accuracy and macro-F1, mention F1 (mentioned or not), polarity accuracy on the pairs
+both gold and answer call mentioned. Prints a markdown table and per-aspect rows; writes --output as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+CODES = {"1": "positive", "0": "neutral", "-1": "negative", "-2": "not_mentioned"}
+MARGINS = [round(0.05 * i, 2) for i in range(9)]
+
+
+def read_asap(path: Path, names: list[str]) -> list[dict]:
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        return [{"text": r["reviewbody"], "star": float(r["star"]), "gold": {n: CODES[r[n].strip()] for n in names}}
+                for r in csv.DictReader(fh)]
+
+
+def rules(rows, aspects) -> list[dict]:
+    def star(s: float) -> str:
+        return "positive" if s >= 4 else "negative" if s <= 2 else "neutral"
+
+    return [{a.name: (star(r["star"]) if any(k in r["text"] for k in a.keywords) else "not_mentioned")
+             for a in aspects} for r in rows]
+
+
+def scores(rows, answers, names) -> dict:
+    from sklearn.metrics import f1_score
+
+    gold = [r["gold"][n] for r in rows for n in names]
+    said = [a[n] for a in answers for n in names]
+    g_m = np.array([g != "not_mentioned" for g in gold])
+    s_m = np.array([s != "not_mentioned" for s in said])
+    both = g_m & s_m
+    labels = ["positive", "neutral", "negative", "not_mentioned"]
+    return {"accuracy": float(np.mean([g == s for g, s in zip(gold, said)])),
+            "macro_f1": float(f1_score(gold, said, labels=labels, average="macro", zero_division=0)),
+            "mention_f1": float(f1_score(g_m, s_m, zero_division=0)),
+            "polarity_accuracy": float(np.mean([gold[i] == said[i] for i in np.flatnonzero(both)])) if both.any()
+            else float("nan"), "found_mentions": int(both.sum()), "gold_mentions": int(g_m.sum())}
+
+
+def senti_answers(predictor, rows, aspects, unit: str, margin: float) -> list[dict]:
+    from senti.serving.aspects import answer_aspects
+
+    out = answer_aspects(predictor, [r["text"] for r in rows], aspects, unit=unit, neutral_margin=margin)
+    return [{name: a.polarity for name, a in row.items()} for row in out]
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--model", action="append", default=[])
+    parser.add_argument("--split", default="dev")
+    parser.add_argument("--output", default=None)
+    args = parser.parse_args(argv)
+    from senti.core.aspects import read_aspects
+    from senti.core.runtime import configure_runtime
+
+    configure_runtime(None)
+    from senti.serving import Predictor
+
+    data = Path(args.data)
+    aspects = read_aspects(data / "aspects.json")
+    names = [a.name for a in aspects]
+    train, test = read_asap(data / "train.csv", names), read_asap(data / f"{args.split}.csv", names)
+    results = {"rules": scores(test, rules(test, aspects), names)}
+    for model in args.model:
+        predictor = Predictor.load(model)
+        for unit in ("sentence", "clause"):
+            chosen = max(MARGINS, key=lambda m: scores(train, senti_answers(predictor, train, aspects, unit, m),
+                                                       names)["macro_f1"])
+            answers = senti_answers(predictor, test, aspects, unit, chosen)
+            results[f"{Path(model).name} by {unit} (margin {chosen})"] = scores(test, answers, names)
+    print("| method | 4-way accuracy | 4-way macro-F1 | mention F1 | polarity accuracy on found mentions |")
+    print("|---|---|---|---|---|")
+    for name, s in results.items():
+        print(f"| {name} | {s['accuracy']:.3f} | {s['macro_f1']:.3f} | {s['mention_f1']:.3f} | "
+              f"{s['polarity_accuracy']:.3f} ({s['found_mentions']} of {s['gold_mentions']}) |")
+    if args.output:
+        Path(args.output).write_text(json.dumps(results, indent=1), encoding="utf-8")
+    return results
+
+
+if __name__ == "__main__":
+    main()

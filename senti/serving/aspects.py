@@ -1,0 +1,161 @@
+"""Aspect answers from any two-class senti model: which of a team's aspects each text mentions, and how.
+
+A text is cut into units (sentences, or clauses: sentences cut again at commas); an aspect is mentioned in a unit
+that holds one of its keywords; the model scores every mentioning unit once, and an aspect's answer is the mean
+probability of the positive label over its units: `positive` above 0.5 + `neutral_margin`, `negative` below
+0.5 - `neutral_margin`, `neutral` between, `not_mentioned` where no unit holds a keyword. The evidence is each
+mentioning unit with its character offsets in the text and the keyword found. The aspect list is an argument of
+every call, so a service changes it per request without reloading the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from senti.core.aspects import ASPECT_POLARITIES, Aspect
+from senti.core.errors import SentiError
+
+UNITS = ("sentence", "clause")
+SENTENCE_END = re.compile(r"[。！？!?；;\n\r…~～]+")
+CLAUSE_END = re.compile(r"[。！？!?；;\n\r…~～，,、]+")
+POSITIVE_NAMES = ("positive", "pos", "1", "正面", "积极")
+NEGATIVE_NAMES = ("negative", "neg", "0", "负面", "消极")
+DEFAULT_NEUTRAL_MARGIN = 0.0
+
+
+@dataclass
+class Evidence:
+    text: str
+    start: int  # character offsets in the scored text, end exclusive
+    end: int
+    keyword: str
+
+    def to_json(self) -> dict:
+        return {"text": self.text, "start": self.start, "end": self.end, "keyword": self.keyword}
+
+
+@dataclass
+class AspectAnswer:
+    polarity: str  # one of senti.core.aspects.ASPECT_POLARITIES
+    score: float | None = None  # mean probability of the positive label over the evidence; None when not mentioned
+    evidence: list[Evidence] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"polarity": self.polarity, "score": self.score, "evidence": [e.to_json() for e in self.evidence]}
+
+
+def units(text: str, unit: str = "sentence") -> list[tuple[int, int]]:
+    """(start, end) of each non-blank sentence or clause of `text`."""
+    if unit not in UNITS:
+        raise SentiError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
+    spans, start = [], 0
+    for m in (SENTENCE_END if unit == "sentence" else CLAUSE_END).finditer(text):
+        spans.append((start, m.end()))
+        start = m.end()
+    spans.append((start, len(text)))
+    return [(a, b) for a, b in spans if text[a:b].strip()]
+
+
+def mentions(text: str, aspects: list[Aspect], unit: str) -> dict[str, list[Evidence]]:
+    """For each aspect, the units of `text` that hold one of its keywords (the first keyword found names it)."""
+    spans = units(text, unit)
+    found: dict[str, list[Evidence]] = {}
+    for aspect in aspects:
+        for a, b in spans:
+            piece = text[a:b]
+            keyword = next((k for k in aspect.keywords if k in piece), None)
+            if keyword is not None:
+                found.setdefault(aspect.name, []).append(Evidence(piece.strip(), a, b, keyword))
+    return found
+
+
+def positive_index(labels: list[str]) -> int:
+    """The position of the positive label of a two-class sentiment model; SentiError otherwise."""
+    names = [str(label).strip().lower() for label in labels]
+    pos = [i for i, n in enumerate(names) if n in POSITIVE_NAMES]
+    neg = [i for i, n in enumerate(names) if n in NEGATIVE_NAMES]
+    if len(labels) != 2 or len(pos) != 1 or len(neg) != 1:
+        raise SentiError(f"aspect answers need a two-class positive/negative model; this one has labels {labels}")
+    return pos[0]
+
+
+def polarity(p_positive: float, neutral_margin: float) -> str:
+    if p_positive > 0.5 + neutral_margin:
+        return "positive"
+    if p_positive < 0.5 - neutral_margin:
+        return "negative"
+    return "neutral"
+
+
+def answer_aspects(predictor, texts: list[str], aspects: list[Aspect], unit: str = "sentence",
+                   neutral_margin: float = DEFAULT_NEUTRAL_MARGIN) -> list[dict[str, AspectAnswer]]:
+    """One {aspect name: AspectAnswer} per text, every aspect answered; `predictor` a senti.serving.Predictor (or
+    anything with `labels` and `predict(texts)`)."""
+    if not 0.0 <= neutral_margin < 0.5:
+        raise SentiError(f"neutral_margin must be in [0, 0.5); got {neutral_margin}")
+    positive = predictor.labels[positive_index(predictor.labels)]
+    found = [mentions(text, aspects, unit) for text in texts]
+    pieces = sorted({e.text for per_text in found for ev in per_text.values() for e in ev})
+    scores = {piece: p.probabilities[positive] for piece, p in zip(pieces, predictor.predict(pieces))}
+    answers = []
+    for per_text in found:
+        row = {}
+        for aspect in aspects:
+            evidence = per_text.get(aspect.name, [])
+            if not evidence:
+                row[aspect.name] = AspectAnswer("not_mentioned")
+                continue
+            score = sum(scores[e.text] for e in evidence) / len(evidence)
+            row[aspect.name] = AspectAnswer(polarity(score, neutral_margin), round(score, 6), evidence)
+        answers.append(row)
+    return answers
+
+
+def answer_file(predictor, src: Path, dst: Path, aspects: list[Aspect], text_column: str | None = None,
+                unit: str = "sentence", neutral_margin: float = DEFAULT_NEUTRAL_MARGIN, chunk_rows: int = 256) -> dict:
+    """Every row of `src` (as senti predict reads it) written to `dst` (JSONL) with its `aspects` answers, or its
+    `error`; written beside `dst` and renamed over it, so no reader sees half a file. Returns counts: rows, errors,
+    and per aspect the answers of each polarity."""
+    from senti.core.rows import read_rows
+
+    counts = {"rows": 0, "errors": 0, "aspects": {a.name: dict.fromkeys(ASPECT_POLARITIES, 0) for a in aspects}}
+    dst = Path(dst)
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            chunk: list = []
+            for row in read_rows(Path(src), text_column):
+                chunk.append(row)
+                if len(chunk) >= chunk_rows:
+                    _write_chunk(predictor, chunk, aspects, unit, neutral_margin, out, counts)
+                    chunk = []
+            _write_chunk(predictor, chunk, aspects, unit, neutral_margin, out, counts)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return counts
+
+
+def _write_chunk(predictor, rows: list, aspects: list[Aspect], unit: str, neutral_margin: float, out,
+                 counts: dict) -> None:
+    good = [r for r in rows if r.error is None and r.text is not None]
+    answers = iter(answer_aspects(predictor, [r.text for r in good], aspects, unit, neutral_margin) if good else [])
+    for row in rows:
+        record = dict(row.record) if row.record else {"text": row.text}
+        counts["rows"] += 1
+        if row.error is not None or row.text is None:
+            record = {"line": row.line, "error": row.error or "no text"}  # what senti predict writes for it
+            counts["errors"] += 1
+        else:
+            answer = next(answers)
+            record["aspects"] = {name: a.to_json() for name, a in answer.items()}
+            for name, a in answer.items():
+                counts["aspects"][name][a.polarity] += 1
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
