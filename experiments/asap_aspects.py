@@ -76,19 +76,28 @@ def main(argv=None) -> dict:
     aspects = read_aspects(data / "aspects.json")
     names = [a.name for a in aspects]
     train, test = read_asap(data / "train.csv", names), read_asap(data / f"{args.split}.csv", names)
-    results = {"rules": scores(test, rules(test, aspects), names)}
+    said = {"rules": rules(test, aspects)}
+    results = {"rules": scores(test, said["rules"], names)}
     for model in args.model:
         predictor = Predictor.load(model)
         for unit in ("sentence", "clause"):
             chosen = max(MARGINS, key=lambda m: scores(train, senti_answers(predictor, train, aspects, unit, m),
                                                        names)["macro_f1"])
             answers = senti_answers(predictor, test, aspects, unit, chosen)
-            results[f"{Path(model).name} by {unit} (margin {chosen})"] = scores(test, answers, names)
+            name = f"{Path(model).name} by {unit} (margin {chosen})"
+            said[name], results[name] = answers, scores(test, answers, names)
     print("| method | 4-way accuracy | 4-way macro-F1 | mention F1 | polarity accuracy on found mentions |")
     print("|---|---|---|---|---|")
     for name, s in results.items():
         print(f"| {name} | {s['accuracy']:.3f} | {s['macro_f1']:.3f} | {s['mention_f1']:.3f} | "
               f"{s['polarity_accuracy']:.3f} ({s['found_mentions']} of {s['gold_mentions']}) |")
+    print("\n| aspect | gold mentions | " + " | ".join(f"{m}: mention F1 / polarity accuracy" for m in said) + " |")
+    print("|---|---|" + "---|" * len(said))
+    for n in names:
+        per = {m: scores(test, [{n: a[n]} for a in answers], [n]) for m, answers in said.items()}
+        first = next(iter(per.values()))
+        print(f"| {n} | {first['gold_mentions']} | " + " | ".join(
+            f"{s['mention_f1']:.2f} / {s['polarity_accuracy']:.2f}" for s in per.values()) + " |")
     if args.output:
         Path(args.output).write_text(json.dumps(results, indent=1), encoding="utf-8")
     return results
