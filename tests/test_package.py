@@ -436,7 +436,8 @@ def test_the_tests_are_a_package_that_imports_its_helpers_by_name():
                and any(d.glob("*.py"))]
     assert [str(d.relative_to(ROOT)) for d in folders if not (d / "__init__.py").is_file()] == []
     bare = [str(p.relative_to(ROOT)) for p in tests.rglob("*.py")
-            if re.search(r"^\s*(from helpers import|import helpers\b)", p.read_text("utf-8"), re.M)]
+            if re.search(r"^\s*(from (helpers|conftest|test_\w+) import|import (helpers|conftest|test_\w+)\b)",
+                         p.read_text("utf-8"), re.M)]
     assert bare == []
 
 

@@ -229,7 +229,7 @@ def test_workers_report_a_failed_reload_and_restart_a_failing_worker_with_backof
     import shutil
     import signal
 
-    from test_export_folder import reverse_vocab
+    from tests.serving.test_export_folder import reverse_vocab
 
     out = tmp_path / "export"
     shutil.copytree(_exported[0], out)
