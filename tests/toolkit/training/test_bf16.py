@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import paddle
 import pytest
@@ -131,3 +133,16 @@ def test_senti_info_says_what_amp_does_on_this_cpu():
     row = next(line for line in result.output.splitlines() if "CPU --amp" in line)
     assert ("bfloat16 Linears (oneDNN)" in row) == (HERE is None)
     assert "CPU training kernels" in result.output
+
+
+@needs_bf16
+def test_a_student_distills_in_bf16_with_amp(tiny_checkpoint, tmp_path):
+    from senti.toolkit.training.distill import DistillConfig, run_distillation
+
+    teacher, data = tiny_checkpoint
+    said: list[str] = []
+    run_distillation(DistillConfig(teacher=str(teacher), student="2l-128h", dataset=str(data),
+                                   output_dir=str(tmp_path / "s"), epochs=1, max_steps=3, batch_size=16, device="cpu",
+                                   amp=True), say=said.append)
+    metrics = json.loads((tmp_path / "s" / "metrics.json").read_text("utf-8"))
+    assert metrics["precision"] == "bf16" and any("bfloat16" in m for m in said)
