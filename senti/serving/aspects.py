@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from senti.core import layout
+from senti.core.artifacts import remove_stale_work
 from senti.core.aspects import ASPECT_POLARITIES, Aspect
 from senti.core.errors import SentiError
 
@@ -63,14 +64,17 @@ def units(text: str, unit: str = "sentence") -> list[tuple[int, int]]:
 
 def mentions(text: str, aspects: list[Aspect], unit: str) -> dict[str, list[Evidence]]:
     """For each aspect, the units of `text` that hold one of its keywords (the first keyword found names it)."""
-    spans = units(text, unit)
+    pieces = []
+    for a, b in units(text, unit):  # offsets of the unit without its surrounding blanks, as the evidence's text
+        piece = text[a:b]
+        start = a + len(piece) - len(piece.lstrip())
+        pieces.append((piece.strip(), start))
     found: dict[str, list[Evidence]] = {}
     for aspect in aspects:
-        for a, b in spans:
-            piece = text[a:b]
+        for piece, start in pieces:
             keyword = next((k for k in aspect.keywords if k in piece), None)
             if keyword is not None:
-                found.setdefault(aspect.name, []).append(Evidence(piece.strip(), a, b, keyword))
+                found.setdefault(aspect.name, []).append(Evidence(piece, start, start + len(piece), keyword))
     return found
 
 
@@ -119,15 +123,17 @@ def answer_aspects(predictor, texts: list[str], aspects: list[Aspect], unit: str
 def answer_file(predictor, src: Path, dst: Path, aspects: list[Aspect], text_column: str | None = None,
                 unit: str = "sentence", neutral_margin: float = DEFAULT_NEUTRAL_MARGIN, chunk_rows: int = 256) -> dict:
     """Every row of `src` (as senti predict reads it) written to `dst` (JSONL) with its `aspects` answers, or its
-    `error`; written beside `dst` and renamed over it, so no reader sees half a file. Returns counts: rows, errors,
+    `error`; written to a hidden partial file beside `dst` and renamed over it, as senti predict writes, so no
+    reader sees half a file. Returns counts: rows, errors,
     and per aspect the answers of each polarity."""
     from senti.core.rows import read_rows
 
     counts = {"rows": 0, "errors": 0, "aspects": {a.name: dict.fromkeys(ASPECT_POLARITIES, 0) for a in aspects}}
     dst = Path(dst)
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+    remove_stale_work(dst.parent, dst.name, "partial")  # as senti predict's output: a killed run's leftovers go
+    partial = dst.with_name(layout.work_prefix(dst.name, "partial") + "out")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        with partial.open("w", encoding="utf-8") as out:
             chunk: list = []
             for row in read_rows(Path(src), text_column):
                 chunk.append(row)
@@ -135,10 +141,9 @@ def answer_file(predictor, src: Path, dst: Path, aspects: list[Aspect], text_col
                     _write_chunk(predictor, chunk, aspects, unit, neutral_margin, out, counts)
                     chunk = []
             _write_chunk(predictor, chunk, aspects, unit, neutral_margin, out, counts)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dst)
+        os.replace(partial, dst)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
         raise
     return counts
 

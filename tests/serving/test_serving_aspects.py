@@ -33,6 +33,9 @@ def test_mentions_are_the_units_holding_a_keyword():
     (service,) = found["service"]
     assert (service.text, service.start, service.end, service.keyword) == ("服务员非常好，很满意。", 0, 11, "服务员")
     assert TEXT[found["price"][0].start:found["price"][0].end] == "价格太差了！"
+    spaced = "  服务员很好 。\n  价格太贵\n"  # the evidence is the unit without its blanks, and so are its offsets
+    for ev in (e for evidence in mentions(spaced, ASPECTS, "sentence").values() for e in evidence):
+        assert spaced[ev.start:ev.end] == ev.text and ev.text == ev.text.strip()
 
 
 def test_the_model_must_be_a_positive_negative_pair():
