@@ -53,6 +53,14 @@ def main(folder: Path) -> None:
     (folder / "result.json").write_text(json.dumps(out), encoding="utf-8")
 
 
+def _update(loss, optimizer) -> None:
+    """Backward, the optimizer's step, and a wait for it (`item`), as senti's own step ends."""
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    loss.item()
+
+
 def train_times(config, feeds, spec, device, precision: str):
     """A fresh classifier trained on `feeds`, fp32 or under autocast in bfloat16 (PyTorch's CPU AMP recipe);
     returns the model and the timed steps' seconds."""
@@ -65,10 +73,7 @@ def train_times(config, feeds, spec, device, precision: str):
         t0 = time.perf_counter()
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             loss = model(input_ids=ids, attention_mask=(ids != 0).long(), labels=y).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        loss.item()
+        _update(loss, optimizer)
         if i >= spec["warmup"]:
             times.append(time.perf_counter() - t0)
     return model, times
@@ -86,10 +91,7 @@ def mlm_step(config, feeds, spec, device, framework) -> dict:
         inputs = torch.where(chosen, torch.full_like(ids, 4), ids)
         t0 = time.perf_counter()
         loss = model(input_ids=inputs, attention_mask=(ids != 0).long(), labels=labels).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        loss.item()
+        _update(loss, optimizer)
         if i >= spec["warmup"]:
             times.append(time.perf_counter() - t0)
             tokens.append(ids.numel())

@@ -112,20 +112,22 @@ def _unhide_log_handlers(hidden) -> None:
                 handler.setStream(sys.stderr)
 
 
-def paddle_mkl_path() -> Path | None:
-    """The MKL library inside Paddle's wheel, or None where the wheel has none (a GPU or ARM build)."""
+def paddle_library(name: str) -> Path | None:
+    """A library inside Paddle's wheel (`paddle/libs/NAME`), or None where the wheel has none."""
     import paddle
 
-    path = Path(paddle.__file__).parent / "libs" / "libmklml_intel.so"
+    path = Path(paddle.__file__).parent / "libs" / name
     return path if path.exists() else None
+
+
+def paddle_mkl_path() -> Path | None:
+    """The MKL library inside Paddle's wheel, or None where the wheel has none (a GPU or ARM build)."""
+    return paddle_library("libmklml_intel.so")
 
 
 def paddle_dnnl_path() -> Path | None:
     """The oneDNN library inside Paddle's wheel (its bfloat16 GEMM trains `--amp` on a CPU), or None."""
-    import paddle
-
-    path = Path(paddle.__file__).parent / "libs" / "libdnnl.so.3"
-    return path if path.exists() else None
+    return paddle_library("libdnnl.so.3")
 
 
 @lru_cache(maxsize=1)
@@ -143,10 +145,8 @@ def paddle_openmp():
     its threads too: Paddle's libiomp5 serves the OpenMP calls of the oneDNN beside it."""
     import ctypes
 
-    import paddle
-
-    path = Path(paddle.__file__).parent / "libs" / "libiomp5.so"
-    return ctypes.CDLL(str(path)) if path.exists() else None
+    path = paddle_library("libiomp5.so")
+    return ctypes.CDLL(str(path)) if path is not None else None
 
 
 @contextmanager

@@ -92,11 +92,5 @@ class Linear(PyLayer):
         return out.reshape(x.shape[:-1] + [weight.shape[1]])
 
     @staticmethod
-    def backward(ctx, grad):
-        rows, weight16 = ctx.saved_tensor()
-        grad_rows = native._ready(grad).reshape([-1, grad.shape[-1]])
-        grad16 = to_bf16(grad_rows)
-        want_x, want_weight, want_bias = ctx.wanted
-        grad_x = gemm(grad16, weight16, False, True).reshape(grad.shape[:-1] + [weight16.shape[0]]) if want_x else None
-        grad_weight = gemm(rows, grad16, True, False) if want_weight else None
-        return grad_x, grad_weight, native._column_sum(grad_rows) if want_bias else None
+    def backward(ctx, grad):  # the saved rows and weight are bfloat16; so is the gradient in the products
+        return native.linear_grads(ctx, native._ready(grad), native._column_sum, gemm, to_bf16)

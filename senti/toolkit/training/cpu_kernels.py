@@ -33,7 +33,7 @@ import paddle
 import paddle.nn.functional as F
 from paddle.autograd import PyLayer
 
-from senti.toolkit.training import native
+from senti.toolkit.training import bf16, native
 
 
 class Dense(PyLayer):
@@ -84,8 +84,6 @@ def _native_linear(layer, x):
 
 
 def _bf16_linear(layer, x):
-    from senti.toolkit.training import bf16
-
     return bf16.Linear.apply(x, layer.weight, layer.bias)
 
 

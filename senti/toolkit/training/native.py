@@ -249,15 +249,20 @@ def _column_sum(rows):
     return out
 
 
-def linear_grads(ctx, grad, column_sum):
-    """The gradients of y = x @ weight + bias for a PyLayer that saved (x's rows, weight) and `ctx.wanted`: matrix
-    products for x and the weight, `column_sum(grad's rows)` for the bias; None for a frozen input."""
+def _matmul(a, b, trans_a: bool, trans_b: bool):
+    return paddle.matmul(a, b, transpose_x=trans_a, transpose_y=trans_b)
+
+
+def linear_grads(ctx, grad, column_sum, matmul=_matmul, operand=None):
+    """The gradients of y = x @ weight + bias for a PyLayer that saved (x's rows, weight) and `ctx.wanted`: products
+    `matmul(a, b, trans_a, trans_b)` for x and the weight (of grad's rows as `operand` makes them: bf16.py rounds
+    them to bfloat16), `column_sum(grad's rows)` for the bias; None for a frozen input."""
     rows, weight = ctx.saved_tensor()
     grad_rows = grad.reshape([-1, grad.shape[-1]])
     want_x, want_weight, want_bias = ctx.wanted
-    grad_x = (paddle.matmul(grad_rows, weight, transpose_y=True).reshape(grad.shape[:-1] + [weight.shape[0]])
-              if want_x else None)
-    grad_weight = paddle.matmul(rows, grad_rows, transpose_x=True) if want_weight else None
+    factor = operand(grad_rows) if operand is not None and (want_x or want_weight) else grad_rows
+    grad_x = matmul(factor, weight, False, True).reshape(grad.shape[:-1] + [weight.shape[0]]) if want_x else None
+    grad_weight = matmul(rows, factor, True, False) if want_weight else None
     return grad_x, grad_weight, column_sum(grad_rows) if want_bias else None
 
 
