@@ -76,7 +76,7 @@ def write_folder(folder: Path, train, dev, test=None, suffix=".tsv") -> Path:
     return folder
 
 
-def train_tiny(output_dir: Path, dataset: Path, **overrides):
+def train_tiny(output_dir: Path, dataset: Path | str, **overrides):
     from senti.toolkit.training.config import TrainConfig
     from senti.toolkit.training.train import run_training
 
