@@ -9,8 +9,10 @@ scored on the domain's dev and test splits (choices are made on dev; test is rep
 Then for each strategy and seed: `senti select`'s pick of --budget texts from the
 domain's training split (scored by the model), labelled with their gold labels (what the label page collects),
 `senti train --model CHECKPOINT --dataset PICKS --replay OLD` with senti's defaults (plus any --option), scored on
-both splits and on --old's dev split; and the n-gram baseline refitted on --old's training split plus the same
-picks (what a user would do in scikit-learn with the same labels). Writes DIR/report.json as it goes.
+both splits (with its figure on --old's dev split, as training recorded it); and the n-gram baseline refitted
+on --old's training split plus the same picks (what a user would do in scikit-learn with the same labels).
+With --unlabeled-arm, each run again with the domain's training texts as `--unlabeled`. Writes DIR/report.json
+as it goes.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dev-random", type=int, default=0,
                         help="of the budget, this many random pool texts are labelled as the dev split (train.tsv and "
                              "dev.tsv in a folder) and the rest picked by the strategy; 0: one picks file, cut 80/10/10")
+    parser.add_argument("--unlabeled-arm", action="store_true",
+                        help="after each run, the same run again with the domain's training texts as --unlabeled "
+                             "(self-training), recorded as the run's 'unlabeled' arm")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output", required=True)
     return parser
@@ -118,20 +123,31 @@ def main(argv=None) -> dict:
                     _write_tsv(picks / "dev.tsv", dev)
                     picked = picked + dev
                 ckpt = out / f"{domain}-{strategy}-{seed}"
-                started = time.perf_counter()
-                run_training(TrainConfig(model=args.model, dataset=str(picks), output_dir=str(ckpt), replay=args.old,
-                                         seed=seed, device="cpu", overwrite=True, threads=args.threads,
-                                         baseline=False, **dict(args.option)), say=lambda _: None)
-                metrics = json.loads((ckpt / layout.METRICS).read_text(encoding="utf-8"))
-                run = {"strategy": strategy, "seed": seed, "train_s": round(time.perf_counter() - started, 1),
-                       "kept_parent": metrics.get("kept_parent", False),
-                       "after": {k: accuracy(ckpt, v)[0] for k, v in scored.items()},
-                       "old_dev": accuracy(ckpt, old.dev)[0],
+
+                def continued(**options) -> dict:
+                    started = time.perf_counter()
+                    run_training(TrainConfig(model=args.model, dataset=str(picks), output_dir=str(ckpt),
+                                             replay=args.old, seed=seed, device="cpu", overwrite=True,
+                                             threads=args.threads, baseline=False, **dict(args.option), **options),
+                                 say=lambda _: None)
+                    metrics = json.loads((ckpt / layout.METRICS).read_text(encoding="utf-8"))
+                    record = {"train_s": round(time.perf_counter() - started, 1),
+                              "kept_parent": metrics.get("kept_parent", False),
+                              "after": {k: accuracy(ckpt, v)[0] for k, v in scored.items()},
+                              "old_dev": metrics["best"].get("old_dev_accuracy"),
+                              "unlabeled": metrics["data"].get("unlabeled")}
+                    shutil.rmtree(ckpt)
+                    return record
+
+                run = {"strategy": strategy, "seed": seed, **continued(),
                        "baseline_refit": {k: baseline_accuracy(old.train + picked, v, labels)
                                           for k, v in scored.items()}}
+                if args.unlabeled_arm:
+                    pool = out / f"{domain}-pool.txt"
+                    pool.write_text("\n".join(e.text for e in splits.train) + "\n", encoding="utf-8")
+                    run["with_unlabeled"] = continued(unlabeled=str(pool))
                 entry["runs"].append(run)
                 print(json.dumps({"domain": domain, **run}), flush=True)
-                shutil.rmtree(ckpt)
                 report["domains"][domain] = entry
                 (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
         report["domains"][domain] = entry

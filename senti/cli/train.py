@@ -67,6 +67,25 @@ Overwrite = Annotated[bool, typer.Option(help="Replace a checkpoint already in -
                                               "one is saved).")]
 
 
+Replay = Annotated[Optional[str], typer.Option(help="Old training data to mix in when --model is a checkpoint "
+                                                     "(against forgetting); a dataset as for --dataset.")]
+ReplayRatio = Annotated[float, typer.Option(help="Replayed old rows per new training row.", min=0.0)]
+ClassWeightsOption = Annotated[ClassWeights, typer.Option(
+    help="balanced: weigh each class's loss as if the classes were equally frequent (unbalanced labels).")]
+LogitAdjustmentOption = Annotated[LogitAdjustment, typer.Option(
+    help="dev: shift the scores by -tau x log(class share), tau chosen on dev by macro-F1 (rare classes are "
+         "answered more often); auto: dev when there are more than two labels; needs the n-gram head.")]
+NgramInitOption = Annotated[NgramInit, typer.Option(
+    help="fit: scikit-learn fits the n-gram head first (seconds, C chosen on dev) and holds it while ERNIE "
+         "trains: the model starts at the n-gram baseline's level; learn: the head trains from zero.")]
+Unlabeled = Annotated[Optional[str], typer.Option(
+    help="The new domain's unlabelled texts (as senti select reads them) when --model is a checkpoint: its confident "
+         "answers train beside the labels (self-training).")]
+UnlabeledMax = Annotated[int, typer.Option(help="Most pool texts the parent's answers train on.", min=0)]
+UnlabeledConfidence = Annotated[float, typer.Option(help="Least top probability of a pool answer that trains.",
+                                                    min=0.5, max=1.0)]
+
+
 @app.command()
 def train(
     output_dir: Annotated[Path, typer.Option(help="Checkpoint folder to write (PaddleNLP format).")],
@@ -95,25 +114,19 @@ def train(
     max_steps: MaxSteps = None,
     eval_every: EvalEvery = None,
     early_stop: EarlyStop = None,
-    replay: Annotated[Optional[str], typer.Option(help="Old training data to mix in when --model is a checkpoint "
-                                                       "(against forgetting); a dataset as for --dataset.")] = None,
-    replay_ratio: Annotated[float, typer.Option(help="Replayed old rows per new training row.", min=0.0)] = 1.0,
+    replay: Replay = None,
+    replay_ratio: ReplayRatio = 1.0,
+    unlabeled: Unlabeled = None,
+    unlabeled_max: UnlabeledMax = 256,
+    unlabeled_confidence: UnlabeledConfidence = 0.9,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
     baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the same training "
                                                 "split and report it beside the model (seconds).")] = True,
     ngram_buckets: NgramBuckets = None,
-    class_weights: Annotated[ClassWeights, typer.Option(
-        help="balanced: weigh each class's loss as if the classes were equally frequent (unbalanced labels).")] =
-        ClassWeights.none,
-    logit_adjustment: Annotated[LogitAdjustment, typer.Option(
-        help="dev: shift the scores by -tau x log(class share), tau chosen on dev by macro-F1 (rare classes are "
-             "answered more often); auto: dev when there are more than two labels; needs the n-gram head.")] =
-        LogitAdjustment.auto,
-    ngram_init: Annotated[NgramInit, typer.Option(
-        help="fit: scikit-learn fits the n-gram head first (seconds, C chosen on dev) and holds it while ERNIE "
-             "trains: the model starts at the n-gram baseline's level; learn: the head trains from zero.")] =
-        NgramInit.learn,
+    class_weights: ClassWeightsOption = ClassWeights.none,
+    logit_adjustment: LogitAdjustmentOption = LogitAdjustment.auto,
+    ngram_init: NgramInitOption = NgramInit.learn,
     threads: Threads = None,
     overwrite: Overwrite = False,
     trust_pickle: TrustPickle = False,
@@ -126,7 +139,9 @@ def train(
             output_dir=str(output_dir), model=model, dataset=dataset, epochs=epochs, batch_size=batch_size,
             max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,
             seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, replay=replay,
-            replay_ratio=replay_ratio, text_column=text_column, label_column=label_column, baseline=baseline,
+            replay_ratio=replay_ratio, unlabeled=unlabeled, unlabeled_max=unlabeled_max,
+            unlabeled_confidence=unlabeled_confidence, text_column=text_column, label_column=label_column,
+            baseline=baseline,
             ngram_buckets=DEFAULT_BUCKETS if ngram_buckets is None else ngram_buckets,
             class_weights=class_weights.value,
             logit_adjustment=logit_adjustment.value, ngram_init=ngram_init.value, threads=threads,
@@ -140,17 +155,11 @@ def train(
             quiet(threads)
             with step_progress() as progress:
                 metrics = run_training(config, say=say, progress=progress)
-    if metrics is None:  # another node than 0: node 0 has the output
-        return
-    _print_epochs(metrics)
-    best = metrics["best"]["dev_accuracy"]
-    base = metrics.get("baseline")
-    against = f", baseline {base['dev']['accuracy']:.4f} ({best - base['dev']['accuracy']:+.4f})" if base else ""
-    console.print(f"best checkpoint: [bold]{output_dir}[/] (dev accuracy {best:.4f}{against}); "
-                  f"curves: {output_dir / layout.CURVES_PNG}")
+    if metrics is not None:  # None on another node than 0: node 0 has the output
+        _print_result(metrics, output_dir)
 
 
-def _print_epochs(metrics: dict) -> None:
+def _print_result(metrics: dict, output_dir: Path) -> None:
     table = Table(title=f"training ({metrics['device']}, {metrics['precision']}, {metrics['world_size']} worker(s))")
     for col in ("epoch", "seconds", "samples/s", "train loss", "dev acc", "dev macro-F1"):
         table.add_column(col, justify="right")
@@ -158,3 +167,8 @@ def _print_epochs(metrics: dict) -> None:
         table.add_row(str(e["epoch"]), f"{e['wall_seconds']:.1f}", f"{e['train_samples_per_s']:.1f}",
                       f"{e['train_loss']:.4f}", f"{e['dev_accuracy']:.4f}", f"{e['dev_macro_f1']:.4f}")
     console.print(table)
+    best = metrics["best"]["dev_accuracy"]
+    base = metrics.get("baseline")
+    against = f", baseline {base['dev']['accuracy']:.4f} ({best - base['dev']['accuracy']:+.4f})" if base else ""
+    console.print(f"best checkpoint: [bold]{output_dir}[/] (dev accuracy {best:.4f}{against}); "
+                  f"curves: {output_dir / layout.CURVES_PNG}")

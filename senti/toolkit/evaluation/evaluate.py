@@ -194,15 +194,17 @@ def evaluate_domains(model_dir, datasets: list[str], split: str = "test", batch_
             "group_by": group_by, "datasets": list(datasets), "domains": results}
 
 
-def choose_ngram_weight(model, dev_ids, dev_y, train_counts: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
-    """Set the n-gram side's weight to the one most accurate on dev (core.ngram_head.WEIGHT_GRID) and, given the
+def choose_ngram_weight(model, dev_ids, dev_y, train_counts: np.ndarray | None = None,
+                        held: float | None = None) -> tuple[dict, np.ndarray]:
+    """Set the n-gram side's weight to the one most accurate on dev (core.ngram_head.WEIGHT_GRID), or to `held`
+    when given (a dev set too small to choose it, and a parent that chose it on more), and, given the
     training rows per class, the logit adjustment with the best dev macro-F1 (core.ngram_head.TAU_GRID); returns
     the record's fields (the weight, tau, each side's dev accuracy alone) and the model's dev scores as it now
     answers, from the same one pass over dev."""
     from senti.core.ngram_head import adjustment_offsets, best_tau, best_weight, combine_numpy
 
     deep, wide = predict_logits(model, dev_ids, parts=True)
-    weight, _ = best_weight(deep, wide, dev_y)
+    weight = best_weight(deep, wide, dev_y)[0] if held is None else held
     model.config.ngram_weight = weight
     fields = {"ngram_weight": weight, "dev_accuracy_ernie": float((deep.argmax(1) == dev_y).mean()),
               "dev_accuracy_ngram": float((wide.argmax(1) == dev_y).mean())}

@@ -145,9 +145,17 @@ class TrainConfig(ClassifierConfig):
     # learn: the n-gram table trains from zero with ERNIE; fit: scikit-learn fits it first (seconds), then it is held
     # (senti.toolkit.training.ngram_fit)
     ngram_init: str = "learn"
+    # Self-training (senti.toolkit.training.self_training): the new domain's unlabelled texts, labelled by the parent
+    # checkpoint; at most `unlabeled_max` of its answers at `unlabeled_confidence` or above train beside the labels.
+    unlabeled: str | None = None
+    unlabeled_max: int = 256
+    unlabeled_confidence: float = 0.9
 
     def checks(self):
         return super().checks() + [(0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]"),
+                                   (0 <= self.unlabeled_max <= 1_000_000, "unlabeled_max must be in [0, 1000000]"),
+                                   (0.5 <= self.unlabeled_confidence <= 1,
+                                    "unlabeled_confidence must be in [0.5, 1]"),
                                    (self.class_weights in CLASS_WEIGHTS,
                                     f"class_weights must be one of {', '.join(CLASS_WEIGHTS)}"),
                                    (self.logit_adjustment in LOGIT_ADJUSTMENTS,

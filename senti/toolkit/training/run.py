@@ -372,6 +372,7 @@ class ClassifierRun(Run[Classifier]):
     # parent's own dev split (encoded ids, labels) guards what it knew.
     parent_first: bool = False
     old_dev: tuple[list, np.ndarray] | None = None
+    held_ngram_weight: float | None = None  # the parent's n-gram weight, kept when the new dev is too small to choose
 
     @property
     def pad_id(self) -> int:
@@ -498,7 +499,8 @@ class ClassifierRun(Run[Classifier]):
     def evaluate(self, epoch: int, step: int) -> dict:
         """The dev record: accuracy and macro-F1, and with the n-gram head its dev-chosen weight and each side alone."""
         if self.two_sided:  # one pass over dev gives both sides; the answer at the chosen weight follows from them
-            extra, logits = choose_ngram_weight(self.model, self.dev_ids, self.dev_y, self.adjust_counts)
+            extra, logits = choose_ngram_weight(self.model, self.dev_ids, self.dev_y, self.adjust_counts,
+                                                self.held_ngram_weight)
         else:
             extra, logits = {}, predict_logits(self.model, self.dev_ids)
         result = classification_metrics(self.dev_y, logits.argmax(1), self.labels)

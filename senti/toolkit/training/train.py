@@ -20,7 +20,7 @@ from senti.toolkit.records import TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
 from senti.toolkit.training.config import DEFAULT_SEQ_LEN, TrainConfig
 from senti.toolkit.training.models import build_model, default_lr, is_checkpoint
-from senti.toolkit.training.run import ClassifierRun, Step, resolve_precision
+from senti.toolkit.training.run import SMALL_DEV, ClassifierRun, Step, resolve_precision
 
 
 class TrainRun(ClassifierRun[TrainConfig]):
@@ -51,33 +51,21 @@ class TrainRun(ClassifierRun[TrainConfig]):
             config.model, labels, [e.text for e in train_rows], max_len, config.trust_pickle,
             config.ngram_buckets,
         )
-        label_id = {lab: i for i, lab in enumerate(labels)}
-        self.train_ids, train_cut = encode_texts(tokenizer, [e.text for e in train_rows], max_len)
-        self.dev_ids, dev_cut = encode_texts(tokenizer, [e.text for e in splits.dev], max_len)
-        self.train_y = np.array([label_id[e.label] for e in train_rows], dtype=np.int64)
-        # a tensor once, not one per step
-        self.class_weight = paddle.to_tensor(balanced_weights(self.train_y, len(labels))) if (
-            config.class_weights == "balanced") else None
-        self.dev_y = np.array([label_id[e.label] for e in splits.dev], dtype=np.int64)
-        self.ngram_fit = None
-        if config.ngram_init == "fit":
-            if not hasattr(model, "ngram_table") or source.get("source") == "checkpoint":
-                raise SentiError("--ngram-init fit fits the n-gram head of a new model: give a preset or a pretrained "
-                                 "folder with --ngram-buckets > 0 (a checkpoint keeps the table it learned)")
-            from senti.toolkit.training.ngram_fit import fit_ngram_table
-
-            self.ngram_fit = fit_ngram_table(model, self.train_ids, self.train_y, self.dev_ids, self.dev_y, say)
-        if adjusts(config.logit_adjustment, len(labels), hasattr(model, "ngram_table")):
-            self.adjust_counts = np.bincount(self.train_y, minlength=len(labels))
-        self.model, self.tokenizer, self.labels = model, tokenizer, labels
         self.parent_first = source.get("source") == "checkpoint"
+        pseudo, pseudo_stats = self.pool_rows(model, tokenizer, splits, labels, max_len)
+        learned = train_rows + pseudo
+        train_cut, dev_cut = self.encode(tokenizer, learned, splits.dev, labels, max_len)
+        self.ngram_side(model, source, labels)
+        self.model, self.tokenizer, self.labels = model, tokenizer, labels
         self.old_dev = parent_dev(Path(config.model), recipe, tokenizer, labels, max_len) if self.parent_first else None
-        self.train_hashes = training_hashes([e.text for e in train_rows], config.model)
+        self.train_hashes = training_hashes([e.text for e in learned], config.model)
         self.heldout_hashes = training_hashes([e.text for e in splits.dev + splits.test], config.model,
                                               name=layout.HELDOUT_TEXT_HASHES)
-        data_stats = {**splits.stats(), "replayed_rows": len(replayed), "ngram_fit": self.ngram_fit,
+        data_stats = {**splits.stats(), "replayed_rows": len(replayed), "unlabeled": pseudo_stats,
+                      "ngram_fit": self.ngram_fit,
                       "truncated_texts": {"train": train_cut, "dev": dev_cut}, "max_seq_len": max_len}
-        replay_note = f" ({len(replayed)} replayed from {config.replay})" if replayed else ""
+        replay_note = "".join([f" ({len(replayed)} replayed from {config.replay})" if replayed else "",
+                               f" ({len(pseudo)} labelled by the parent from {config.unlabeled})" if pseudo else ""])
         say(f"data: {len(self.train_ids)} train{replay_note} / {len(self.dev_ids)} dev rows, labels {labels}; "
             f"truncated to {max_len} tokens: {train_cut} train, {dev_cut} dev; "
             f"empty texts skipped: {sum(splits.skipped_empty.values())}")
@@ -99,6 +87,60 @@ class TrainRun(ClassifierRun[TrainConfig]):
             data=data_stats, baseline=baseline)
         self.meta = checkpoint_meta("senti train", labels, max_len, tokenizer, source,
                                     self.metrics.versions, recipe, lineage)
+
+    def encode(self, tokenizer, learned: list, dev: list, labels: list[str], max_len: int) -> tuple[int, int]:
+        """Token and label ids of the rows learned from and of dev, the class weights when asked; (texts cut, in
+        each)."""
+        import paddle
+
+        label_id = {lab: i for i, lab in enumerate(labels)}
+        self.train_ids, train_cut = encode_texts(tokenizer, [e.text for e in learned], max_len)
+        self.dev_ids, dev_cut = encode_texts(tokenizer, [e.text for e in dev], max_len)
+        self.train_y = np.array([label_id[e.label] for e in learned], dtype=np.int64)
+        # a tensor once, not one per step
+        self.class_weight = paddle.to_tensor(balanced_weights(self.train_y, len(labels))) if (
+            self.config.class_weights == "balanced") else None
+        self.dev_y = np.array([label_id[e.label] for e in dev], dtype=np.int64)
+        return train_cut, dev_cut
+
+    def ngram_side(self, model, source: dict, labels: list[str]) -> None:
+        """The n-gram head's settings: the parent's weight held on a small new dev, the table fitted first
+        (`--ngram-init fit`), the training counts the logit adjustment is chosen with."""
+        config, say = self.config, self.say
+        if self.parent_first and hasattr(model, "ngram_table") and len(self.dev_ids) < SMALL_DEV:
+            self.held_ngram_weight = float(model.config.ngram_weight)
+            say(f"the parent's n-gram weight {self.held_ngram_weight:g} is kept: {len(self.dev_ids)} dev texts are "
+                f"too few to choose it again (under {SMALL_DEV})")
+        self.ngram_fit = None
+        if config.ngram_init == "fit":
+            if not hasattr(model, "ngram_table") or source.get("source") == "checkpoint":
+                raise SentiError("--ngram-init fit fits the n-gram head of a new model: give a preset or a pretrained "
+                                 "folder with --ngram-buckets > 0 (a checkpoint keeps the table it learned)")
+            from senti.toolkit.training.ngram_fit import fit_ngram_table
+
+            self.ngram_fit = fit_ngram_table(model, self.train_ids, self.train_y, self.dev_ids, self.dev_y, say)
+        if adjusts(config.logit_adjustment, len(labels), hasattr(model, "ngram_table")):
+            self.adjust_counts = np.bincount(self.train_y, minlength=len(labels))
+
+    def pool_rows(self, model, tokenizer, splits, labels: list[str], max_len: int) -> tuple[list, dict | None]:
+        """`--unlabeled`: the parent's confident answers on the new domain's unlabelled texts (none of them a text
+        of the new data's splits), as training rows."""
+        config = self.config
+        if not config.unlabeled:
+            return [], None
+        if not self.parent_first:
+            raise SentiError("--unlabeled needs --model to be a senti checkpoint: the parent labels the pool")
+        from senti.toolkit.data.unlabeled import unlabeled_texts
+        from senti.toolkit.training.self_training import SCORED_PER_KEPT, pseudo_labelled
+
+        known = {e.text.strip() for e in splits.train + splits.dev + splits.test}
+        texts, read = unlabeled_texts(config.unlabeled, SCORED_PER_KEPT * config.unlabeled_max, known, config.seed,
+                                      flag="--unlabeled")
+        rows, kept = pseudo_labelled(model, tokenizer, texts, labels, max_len, config.unlabeled_confidence,
+                                     config.unlabeled_max)
+        self.say(f"--unlabeled {config.unlabeled}: {kept['kept']} of {len(texts)} texts scored by the parent kept "
+                 f"at confidence >= {config.unlabeled_confidence:g} ({read['read']} read)")
+        return rows, {**read, **kept}
 
     def loss(self, index) -> Step:
         import paddle
