@@ -44,6 +44,9 @@ class TrainingMetrics(ArtifactMeta):
     workers: list[dict] | None = None  # per rank (several workers): node, steps, weights digest
     kernels: str | None = None  # the CPU training kernels that ran and why: "c (library)", "python (reason)"
     kept_parent: bool = False  # a continued model: no checkpoint beat the parent, whose weights were kept
+    # a continued model: the parent's and the kept model's accuracy on the new dev labels and the parent's dev split,
+    # each with its 95% interval (toolkit.training.run.accuracy_interval)
+    parent_comparison: dict | None = None
 
 
 @dataclass

@@ -342,6 +342,14 @@ OLD_DEV_MARGIN = 0.01  # what a continued model may lose on its parent's own dev
 SMALL_DEV = 100  # below this many dev texts, one text moves accuracy by a point or more: said, and log-loss breaks ties
 
 
+def accuracy_interval(accuracy: float, n: int) -> float:
+    """Half-width of the 95% interval of an accuracy measured on `n` texts (Agresti-Coull: two successes and two
+    failures added, so 32 of 32 right is not a certainty)."""
+    k = accuracy * n
+    p = (k + 2) / (n + 4)
+    return round(1.96 * float(np.sqrt(p * (1 - p) / (n + 4))), 4)
+
+
 def better(record: dict, best: dict, small_dev: bool = True) -> bool:
     """Whether a dev record beats the best so far: accuracy, then macro-F1, then, on a small dev set (where
     checkpoints often score the same), the lower log-loss."""
@@ -474,7 +482,24 @@ class ClassifierRun(Run[Classifier]):
             self.metrics.kept_parent = True
             self.say(f"no checkpoint beat the parent on the new dev labels (parent {best['dev_accuracy']:.4f}): "
                      f"{self.out} holds the parent's weights")
+        if self.parent_first and self.metrics.evaluations and self.main:
+            self.compare_with_parent(self.metrics.evaluations[0], best)
         finish_run(self.out, self.metrics)
+
+    def compare_with_parent(self, parent: dict, kept: dict) -> None:
+        """The parent's and the kept model's figures side by side, each with its 95% interval: on a few dozen dev
+        labels the two often differ by less than the interval, and the reader should see that."""
+        sizes = {"dev_accuracy": len(self.dev_ids), "old_dev_accuracy": len(self.old_dev[1]) if self.old_dev else 0}
+        figures = (("parent", parent), ("kept", kept))
+        table: dict[str, dict[str, Any]] = {
+            key: {"texts": n, **{who: {"accuracy": r[key], "interval": accuracy_interval(r[key], n)} for who, r in figures}}
+            for key, n in sizes.items() if n and key in parent and key in kept}
+        self.metrics.parent_comparison = table
+        said = [f"{'new dev' if key == 'dev_accuracy' else 'parent dev'} ({row['texts']}) "
+                f"{row['parent']['accuracy']:.4f} ±{row['parent']['interval']:.3f} -> "
+                f"{row['kept']['accuracy']:.4f} ±{row['kept']['interval']:.3f}" for key, row in table.items()]
+        self.say(f"parent -> {'parent kept' if kept.get('parent') else 'kept checkpoint'}: {'; '.join(said)} "
+                 "(95% intervals)")
 
     def interrupted_message(self) -> str:
         best, interrupted = self.metrics.best, self.metrics.interrupted or {}

@@ -126,6 +126,9 @@ def test_a_continuation_that_loses_to_its_parent_keeps_the_parents_weights(tiny_
     assert metrics["kept_parent"] is True and metrics["evaluations"][0]["parent"] is True
     assert any(line.startswith("parent: dev accuracy") for line in said)
     assert any("no checkpoint beat the parent" in line for line in said)
+    assert any(line.startswith("parent -> parent kept: new dev (32) ") for line in said)
+    row = metrics["parent_comparison"]["dev_accuracy"]
+    assert row["texts"] == 32 and row["parent"] == row["kept"] and 0.05 < row["parent"]["interval"] < 0.2
     parent, child = (load_file(str(p / layout.PADDLENLP_SAFE_WEIGHTS)) for p in (ckpt, tmp_path / "child"))
     encoder = [k for k in parent if k.startswith("ernie.encoder")]
     assert encoder and all((parent[k] == child[k]).all() for k in encoder)
@@ -140,11 +143,20 @@ def test_a_continuation_that_beats_its_parent_replaces_it(tiny_checkpoint, tmp_p
     parent, best = metrics["evaluations"][0], metrics["best"]
     assert parent["parent"] is True and "old_dev_accuracy" in parent  # the parent's own dev split is watched
     assert metrics["kept_parent"] is (best.get("parent") is True)
+    assert set(metrics["parent_comparison"]) == {"dev_accuracy", "old_dev_accuracy"}
+    assert metrics["parent_comparison"]["old_dev_accuracy"]["kept"]["accuracy"] == best["old_dev_accuracy"]
     if not metrics["kept_parent"]:
         from senti.toolkit.training.run import better
 
         assert better(best, parent)
         assert parent["old_dev_accuracy"] - best["old_dev_accuracy"] <= 0.01
+
+
+def test_accuracy_intervals_widen_as_the_dev_set_shrinks():
+    from senti.toolkit.training.run import accuracy_interval
+
+    assert accuracy_interval(0.875, 32) > 0.1 > accuracy_interval(0.875, 1200) > 0.015
+    assert 0 < accuracy_interval(1.0, 32) < accuracy_interval(0.5, 32)  # all right is not a certainty
 
 
 def test_checkpoints_a_small_dev_set_scores_the_same_are_told_apart_by_log_loss():
