@@ -78,6 +78,14 @@ def say(message: str) -> None:
     console.print(message, markup=False, highlight=False)
 
 
+def shown(text: str) -> str:
+    """A name from the user's data as a table cell: no rich markup, control characters as escapes (a group name
+    in a file can hold terminal codes)."""
+    from rich.markup import escape
+
+    return escape("".join(c if c.isprintable() else repr(c)[1:-1] for c in text))
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print `error: message` on stderr and return the Exit to raise."""
     from rich.markup import escape

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, user_errors
+from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, shown, user_errors
 from senti.cli.predict import Backend
 from senti.toolkit.data.splits import EVAL_SPLITS
 
@@ -111,7 +111,7 @@ def _print_domains(report: dict, output: Path) -> None:
     for name, r in report["domains"].items():
         b = (r.get("baseline") or {}).get("scored")
         seen = r.get("seen_in_training")
-        table.add_row(name, str(r["n"]), f"{r['accuracy']:.4f}", f"{r['macro_f1']:.4f}",
+        table.add_row(shown(name), str(r["n"]), f"{r['accuracy']:.4f}", f"{r['macro_f1']:.4f}",
                       f"{b['accuracy']:.4f}" if b else "-", f"{b['macro_f1']:.4f}" if b else "-",
                       f"{r['accuracy'] - b['accuracy']:+.4f}" if b else "-",
                       str(seen["texts"]) if seen else "-")

@@ -14,16 +14,20 @@ def encode_texts(tokenizer, texts, max_seq_len: int) -> tuple[list[list[int]], i
     Same ids as `tokenizer(text, max_length=max_seq_len, truncation=True)`, in one pass that
     also counts truncation.
     """
+    encoded, cut = encode_marking_cuts(tokenizer, texts, max_seq_len)
+    return encoded, int(sum(cut))
+
+
+def encode_marking_cuts(tokenizer, texts, max_seq_len: int) -> tuple[list[list[int]], list[bool]]:
+    """`encode_texts`, with whether each text was cut."""
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     budget = text_budget(max_seq_len)
-    encoded, truncated = [], 0
+    encoded, cut = [], []
     for text in texts:
         ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
-        if len(ids) > budget:
-            truncated += 1
-            ids = ids[:budget]
-        encoded.append([cls, *ids, sep])
-    return encoded, truncated
+        cut.append(len(ids) > budget)
+        encoded.append([cls, *ids[:budget], sep])
+    return encoded, cut
 
 
 def length_bucketed_batches(lengths, batch_size: int, rng: np.random.Generator | None, pool: int = 50):

@@ -63,13 +63,15 @@ def hashes_writer(hashes: np.ndarray):
     return lambda path: np.save(path, hashes, allow_pickle=False)
 
 
-def seen_figures(folder: Path, texts: list[str], gold: np.ndarray, predicted: np.ndarray) -> dict | None:
-    """How many scored texts the model was trained on, and its accuracy on those and on the rest; None when the
-    folder records no training texts."""
+def seen_mask(folder: Path, texts: list[str]) -> np.ndarray | None:
+    """Whether each text is one the model in `folder` was trained on; None when the folder records none."""
     known = read_hashes(folder)
-    if known is None:
-        return None
-    seen = np.isin(hashes_of(texts), known)
+    return None if known is None else np.isin(hashes_of(texts), known)
+
+
+def seen_figures(seen: np.ndarray, gold: np.ndarray, predicted: np.ndarray) -> dict:
+    """How many scored texts the model was trained on (`seen`, from `seen_mask`), and its accuracy on those and on
+    the rest."""
     right = np.asarray(gold) == np.asarray(predicted)
 
     def accuracy(mask):

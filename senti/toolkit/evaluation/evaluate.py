@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from senti.core.batching import logits_in_order
-from senti.toolkit.data.seen import seen_figures
+from senti.toolkit.data.seen import seen_figures, seen_mask
 from senti.toolkit.evaluation.metrics import classification_metrics
 
 
@@ -62,8 +62,21 @@ def _rows_to_score(meta_labels: list[str], recipe, dataset: str | None, split: s
         raise SentiError(f"{data['dataset']}: the {split} split is empty")
     unknown = sorted({e.label for e in rows} - set(meta_labels))
     if unknown:
-        raise SentiError(f"{data['dataset']} {split}: labels {unknown} are not among the model's labels {meta_labels}")
+        raise SentiError(f"{data['dataset']} {split}: labels {unknown} are not among the model's labels {meta_labels}"
+                         f"{_binary_hint(data['dataset'], unknown, meta_labels)}")
     return rows, data
+
+
+def _binary_hint(dataset: str, unknown: list[str], labels: list[str]) -> str:
+    """What to say when a file of ChnSentiCorp's layout (0/1) meets a model that answers negative/positive: the
+    names are given to 0 and 1 for a folder in that layout, not a lone file."""
+    from senti.toolkit.data.splits import BINARY_NAMES
+
+    path = Path(dataset)
+    if path.is_file() and set(unknown) <= set(BINARY_NAMES) and set(labels) == set(BINARY_NAMES.values()):
+        return (f"; 0 and 1 are read as negative and positive in a folder of ChnSentiCorp's layout: give the folder "
+                f"({path.parent}) with --split {path.stem if path.stem in ('train', 'dev', 'test') else 'all'}")
+    return ""
 
 
 def baseline_beside(where: Path, recipe, dataset: str | None, scored: dict[str, list], labels: list[str],
@@ -107,22 +120,37 @@ class Scorer:
             self.labels, self.backend, self.recipe = meta.labels, "paddle dynamic graph", meta.splits
             self.max_seq_len = meta.max_seq_len
 
-    def predict(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        """(predicted label indices, how many texts were truncated)."""
+    def predict(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(predicted label indices, whether each text was truncated)."""
         if self.predictor is not None:
             logits, _, too_long = self.predictor.logits(texts, self.batch_size)
-            return logits.argmax(1), int(sum(too_long))
-        from senti.toolkit.data.batching import encode_texts
+            return logits.argmax(1), np.asarray(too_long, dtype=bool)
+        from senti.toolkit.data.batching import encode_marking_cuts
 
-        encoded, truncated = encode_texts(self.tokenizer, texts, self.max_seq_len)
-        return predict_logits(self.model, encoded, self.batch_size).argmax(1), truncated
+        encoded, cut = encode_marking_cuts(self.tokenizer, texts, self.max_seq_len)
+        return predict_logits(self.model, encoded, self.batch_size).argmax(1), np.asarray(cut, dtype=bool)
 
     def score(self, rows) -> dict:
         """Accuracy, macro-F1, per class, confusion matrix, truncation and the training-text overlap on `rows`."""
-        predicted, truncated = self.predict([e.text for e in rows])
+        return self.score_groups({"": rows})[""]
+
+    def score_groups(self, groups: dict[str, list]) -> dict[str, dict]:
+        """`score` of each group of rows, from one pass of the model over all of them (a thousand small groups
+        scored one by one took most of a minute)."""
+        rows = [e for group in groups.values() for e in group]
+        texts = [e.text for e in rows]
+        predicted, cut = self.predict(texts)
         gold = np.array([self.labels.index(e.label) for e in rows])
-        return {**classification_metrics(gold, predicted, self.labels), "truncated_texts": truncated,
-                "seen_in_training": seen_figures(self.folder, [e.text for e in rows], gold, predicted)}
+        seen = seen_mask(self.folder, texts)
+        results, start = {}, 0
+        for name, group in groups.items():
+            part = slice(start, start + len(group))
+            start += len(group)
+            results[name] = {**classification_metrics(gold[part], predicted[part], self.labels),
+                             "truncated_texts": int(cut[part].sum()),
+                             "seen_in_training": None if seen is None else
+                             seen_figures(seen[part], gold[part], predicted[part])}
+        return results
 
 
 def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
@@ -151,6 +179,11 @@ def domain_rows(datasets: list[str], split: str, labels: list[str], where: Path,
     """{domain name: rows}: `split` of each dataset (named by its file or folder), or, with `group_by`, every row
     of the one dataset file grouped by that column's value."""
     if group_by is None:
+        twice = sorted({d for d in datasets if datasets.count(d) > 1})
+        if twice:
+            from senti.core.errors import DataError
+
+            raise DataError(f"--dataset {twice[0]} is given twice: each dataset is one row of the table")
         names = [Path(d).name or d for d in datasets]
         if len(set(names)) < len(names):
             names = list(datasets)  # two folders of one name: the paths tell them apart
@@ -163,9 +196,12 @@ def domain_rows(datasets: list[str], split: str, labels: list[str], where: Path,
     path = Path(datasets[0])
     group_of: dict[str, str] = {}
     for row in read_rows(path, with_labels=True, strict=True):
-        value = (row.record or {}).get(group_by)
-        if value is None:
+        record = row.record or {}
+        if group_by not in record:
             raise DataError(f"{path}:{row.line}: no column '{group_by}' (--group-by)")
+        value = record[group_by]
+        if value is None or not str(value).strip():
+            raise DataError(f"{path}:{row.line}: column '{group_by}' is empty; every row needs a group (--group-by)")
         group_of[f"{path}:{row.line}"] = str(value)
     groups: dict[str, list] = {}
     for e in _rows_to_score(labels, None, str(path), "all", where)[0]:
@@ -183,13 +219,11 @@ def evaluate_domains(model_dir, datasets: list[str], split: str = "test", batch_
     domains = domain_rows(datasets, split, scorer.labels, scorer.folder, scorer.recipe, seed, group_by)
     record = baseline_beside(scorer.folder, scorer.recipe, datasets[0], domains, scorer.labels, seed) if baseline \
         else None
-    results = {}
-    for name, rows in domains.items():
-        result = scorer.score(rows)
+    results = scorer.score_groups(domains)
+    for name, result in results.items():
         if record is not None:
             result["baseline"] = {**{k: record[k] for k in ("model", "fit_seconds", "train_rows", "skipped")
                                      if k in record}, **({"scored": record[name]} if name in record else {})}
-        results[name] = result
     return {"model": str(scorer.folder.resolve()), "backend": scorer.backend, "split": "all" if group_by else split,
             "group_by": group_by, "datasets": list(datasets), "domains": results}
 
