@@ -267,6 +267,35 @@ def test_two_label_servers_on_one_file_are_refused(tmp_path):
     LabelJob(read_picks(picks), ["negative", "positive"], log)  # free again once the other is gone
 
 
+def test_a_labels_file_behind_a_link_is_locked_as_the_file_itself(tmp_path):
+    # The lock was named for the path given: a symbolic link to a labels file started a second server on it, and a
+    # hard link too.
+    import os
+    import sys
+
+    picks, _ = picks_file(tmp_path / "picks.jsonl", n=6)
+    log = tmp_path / "labels.jsonl"
+    log.write_text("", encoding="utf-8")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from senti.toolkit.surge.labeling import LabelJob, read_picks; from pathlib import Path; "
+        f"job = LabelJob(read_picks(Path({str(picks)!r})), ['negative', 'positive'], Path({str(log)!r})); "
+        "print('ready', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        (tmp_path / "elsewhere").mkdir()
+        link = tmp_path / "elsewhere" / "mine.jsonl"
+        link.symlink_to(log)
+        with pytest.raises(DataError, match="another senti label is writing to this file"):
+            LabelJob(read_picks(picks), ["negative", "positive"], link)
+        hard = tmp_path / "elsewhere" / "hard.jsonl"
+        os.link(log, hard)
+        with pytest.raises(DataError, match="has 2 hard links; give a file with one name"):
+            LabelJob(read_picks(picks), ["negative", "positive"], hard)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_resume_is_linear_in_the_log_and_a_bad_byte_is_one_line(tmp_path):
     # 40,000 lines took 32 s to resume (a list searched and cut per line); 400,000 never started serving.
     n = 20_000
