@@ -65,8 +65,9 @@ def predict(
                                                        "senti serve lays out workers, by the model's width.",
                                                   min=1)] = None,
     threads_per_actor: Annotated[Optional[int], typer.Option(help="Threads per Ray actor.", min=1)] = None,
-    id_column: Annotated[Optional[str], typer.Option(help="Id column carried to the output (Ray); default: "
-                                                          "the row's position.")] = None,
+    id_column: Annotated[Optional[str], typer.Option(help="Id column of a .tsv/.csv/.jsonl/.parquet input, carried "
+                                                          "to the output as `id` (a row without one is an error "
+                                                          "row); default: Ray: the row's position.")] = None,
 ):
     """Score texts with an exported model: a table for a few texts, a streamed file for many."""
     quiet_warnings()
@@ -91,7 +92,7 @@ def predict(
         if texts:
             results = predictor.predict(texts, batch_size=batch_size)
         elif input and output:
-            counts = _predict_file(predictor, input, output, batch_size, text_column,
+            counts = _predict_file(predictor, input, output, batch_size, text_column, id_column,
                                    input_format and f".{input_format.value}", say_to)
     if texts:
         table = Table(title=f"senti predict ({predictor.backend_name})")
@@ -153,13 +154,14 @@ def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_
                   f"Ray start-up {result['ray_startup_s']:.1f} s, total {result['total_s']:.1f} s")
 
 
-def _predict_file(predictor, src: str, dst: str, batch_size: int, text_column: str | None, input_format, on) -> dict:
+def _predict_file(predictor, src: str, dst: str, batch_size: int, text_column: str | None, id_column: str | None,
+                  input_format, on) -> dict:
     from senti.serving.streaming import predict_file
 
+    columns = dict(text_column=text_column, id_column=id_column, input_format=input_format)
     if src == STDIO:  # no size to show progress against; answers stream out as lines come in
-        return predict_file(predictor, src, dst, batch_size=batch_size, text_column=text_column,
-                            input_format=input_format)
+        return predict_file(predictor, src, dst, batch_size=batch_size, **columns)
     with byte_progress("scoring", on) as progress:
         task = progress.add_task("scoring", total=Path(src).stat().st_size)
-        return predict_file(predictor, Path(src), dst, batch_size=batch_size, text_column=text_column,
-                            progress=lambda n: progress.advance(task, n), input_format=input_format)
+        return predict_file(predictor, Path(src), dst, batch_size=batch_size,
+                            progress=lambda n: progress.advance(task, n), **columns)

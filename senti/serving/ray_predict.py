@@ -123,8 +123,8 @@ def start_local_ray(ray, cpus: int) -> None:
 
 
 def _paths(source: str) -> list[str]:
-    if any(ch in source for ch in "*?["):
-        found = sorted(glob.glob(source))
+    if any(ch in source for ch in "*?["):  # files only: an earlier output is a folder named like one
+        found = sorted(p for p in glob.glob(source) if Path(p).is_file())
         if not found:
             raise SentiError(f"--input {source}: the pattern matches no file")
         return found
@@ -132,7 +132,7 @@ def _paths(source: str) -> list[str]:
     if not path.exists():
         raise SentiError(f"--input {source}: no such file or folder")
     if path.is_dir():
-        found = sorted(str(p) for p in path.iterdir() if p.suffix.lower() in READ_SUFFIXES)
+        found = sorted(str(p) for p in path.iterdir() if p.suffix.lower() in READ_SUFFIXES and p.is_file())
         if not found:
             raise SentiError(f"--input {source}: the folder has no {', '.join(READ_SUFFIXES)} files")
         return found

@@ -116,7 +116,7 @@ class NumberedRows(FileBasedDatasource):
         lines = io.BufferedReader(_RawStream(f), 1 << 20)
         rows = iter(read_rows(Path(path), self._text, stream=lines, kind=self._kind))
         while chunk := list(islice(rows, self._rows)):
-            yield self._block(chunk, first)
+            yield self._block(chunk, first, Path(path).name)
             first += len(chunk)
 
     def _parquet_blocks(self, f, first: int) -> Iterator[pa.Table]:
@@ -132,14 +132,17 @@ class NumberedRows(FileBasedDatasource):
                             self.id_column: ids})
             first += n
 
-    def _block(self, rows: list, first: int) -> pa.Table:
-        """A block of `rows` (core.rows.Row) whose first is the input's row `first`."""
+    def _block(self, rows: list, first: int, name: str) -> pa.Table:
+        """A block of `rows` (core.rows.Row) of the file `name` whose first is the input's row `first`. A row that
+        could not be read has no id of its own: its error says where it is."""
         ids: list[str | None]
+        errors = [r.error for r in rows]
         if self._id is None:
             ids = [str(first + k) for k in range(len(rows))]
         else:
             values = [None if r.record is None else r.record.get(self._id) for r in rows]
             ids = [None if v is None else str(v) for v in values]
+            errors = [f"{name}:{r.line}: {e}" if e is not None and r.record is None else e for r, e in zip(rows, errors)]
         return pa.table({self._text: pa.array([r.text for r in rows], pa.string()),
-                         "_error": pa.array([r.error for r in rows], pa.string()),
+                         "_error": pa.array(errors, pa.string()),
                          self.id_column: pa.array(ids, pa.string())})

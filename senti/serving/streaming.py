@@ -32,9 +32,10 @@ class PredictionWriter:
     """Writes `DST` as a hidden `.DST.partial-PID-` file and renames it into place on `close()`; the
     leftovers of a killed run are removed first (`stale` lists them). `DST` "-" is standard output (JSONL)."""
 
-    def __init__(self, path: Path | str, labels: list[str]):
+    def __init__(self, path: Path | str, labels: list[str], id_column: str | None = None):
         self.path: Path | None
         self.partial: Path | None
+        self.id_column = id_column
         if str(path) == STDIO:
             self.path, self.labels, self.suffix, self.stale, self.partial = None, labels, ".jsonl", [], None
             self.fh = sys.stdout
@@ -47,7 +48,8 @@ class PredictionWriter:
         self.stale = remove_stale_work(path.parent, path.name, "partial")
         self.partial = path.with_name(layout.work_prefix(path.name, "partial") + "out")
         self.fh = self.partial.open("w", encoding="utf-8", newline="")
-        self.columns = ["line", "text", "label", "score", *[f"prob_{lab}" for lab in labels], "truncated", "error"]
+        self.columns = ["line", *(["id"] if id_column else []), "text", "label", "score",
+                        *[f"prob_{lab}" for lab in labels], "truncated", "error"]
         if self.suffix != ".jsonl":
             self.csv = csv.writer(self.fh, delimiter="\t" if self.suffix == ".tsv" else ",",
                                   quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
@@ -57,19 +59,25 @@ class PredictionWriter:
         if row.text is not None and text_problem(row.text):  # a lone surrogate cannot be written as UTF-8
             row.text = row.text.encode("utf-8", "backslashreplace").decode("utf-8")
         if self.suffix == ".jsonl":
-            record = {"line": row.line, "text": row.text}
+            record = {"line": row.line, **({"id": self.row_id(row)} if self.id_column else {}), "text": row.text}
             record.update(prediction.to_json() if prediction else {"label": None, "score": None,
                                                                    "probabilities": None, "truncated": None})
             record["error"] = row.error
             self.fh.write(json.dumps(record, ensure_ascii=False) + "\n")
             return
         text = row.text.replace("\t", " ") if (row.text and self.suffix == ".tsv") else row.text
+        where = [row.line, *([self.row_id(row) or ""] if self.id_column else [])]
         if prediction:
             probs = [f"{prediction.probabilities[lab]:.6f}" for lab in self.labels]
-            self.csv.writerow([row.line, text, prediction.label, f"{prediction.score:.6f}", *probs,
+            self.csv.writerow([*where, text, prediction.label, f"{prediction.score:.6f}", *probs,
                                prediction.truncated, ""])
         else:
-            self.csv.writerow([row.line, text or "", "", "", *[""] * len(self.labels), "", row.error])
+            self.csv.writerow([*where, text or "", "", "", *[""] * len(self.labels), "", row.error])
+
+    def row_id(self, row: Row) -> str | None:
+        """The row's value of the id column, as text; None when it has none."""
+        value = (row.record or {}).get(self.id_column) if self.id_column else None
+        return None if value is None or str(value) == "" else str(value)
 
     def close(self) -> None:
         if self.partial is None or self.path is None:  # standard output
@@ -105,14 +113,17 @@ def check_output(src: Path | str | None, dst: Path | str, suffixes=OUTPUT_SUFFIX
 
 def predict_file(predictor, src: Path | str, dst: Path | str, batch_size: int = 32, chunk_rows: int = 1024,
                  text_column: str | None = None, progress: Callable[[int], None] | None = None,
-                 input_format: str | None = None) -> dict:
+                 input_format: str | None = None, id_column: str | None = None) -> dict:
     """Score `src` into `dst` in chunks of `chunk_rows`; returns counts and the line numbers of error rows.
 
     `src` "-" reads standard input (`input_format` ".txt" or ".jsonl") and `dst` "-" writes JSONL to standard
     output; from a pipe, a chunk is also handed over whenever the input pauses, so answers stream out.
     """
     check_output(src, dst)
-    writer = PredictionWriter(dst, predictor.labels)
+    kind = input_format or (".txt" if str(src) == STDIO else Path(src).suffix.lower())
+    if id_column and kind == ".txt":
+        raise DataError(f"--id-column {id_column}: a .txt input has no columns; give a .tsv, .csv or .jsonl file")
+    writer = PredictionWriter(dst, predictor.labels, id_column)
     counts: dict[str, Any] = {"rows": 0, "predicted": 0, "errors": 0, "truncated": 0, "error_lines": [],
               "stale_removed": [str(p) for p in writer.stale], "drift": DriftCounter()}
     try:
@@ -197,6 +208,10 @@ def predict_isolated(predictor, texts: list[str], batch_size: int) -> tuple[list
 
 
 def _flush(predictor, chunk: list[Row], writer: PredictionWriter, counts: dict, batch_size: int) -> None:
+    if writer.id_column:  # as senti predict --engine ray: a row without its id is not scored
+        for r in chunk:
+            if r.error is None and writer.row_id(r) is None:
+                r.error = f"missing '{writer.id_column}'"
     good = [r for r in chunk if r.error is None]
     results, refused = predict_isolated(predictor, [r.text or "" for r in good], batch_size)
     for i, why in refused.items():

@@ -189,6 +189,14 @@ def test_bad_sources_are_clear_errors(_exported, tmp_path, local_ray):
         predict_with_ray(out, str(tmp_path / "x.jsonl"), str(tmp_path / "o.csv"))
     with pytest.raises(SentiError, match="not a senti export"):
         predict_with_ray(tmp_path, str(tmp_path / "x.jsonl"), str(tmp_path / "o.jsonl"))
+    (tmp_path / "in").mkdir()  # a folder (or pattern) that also holds an earlier output: IsADirectoryError before
+    (tmp_path / "in" / "x.jsonl").write_text('{"text": "好"}\n', encoding="utf-8")
+    (tmp_path / "in" / "scored.jsonl").mkdir()
+    (tmp_path / "in" / "scored.jsonl" / "part-0.jsonl").write_text("{}\n", encoding="utf-8")
+    from senti.serving.ray_predict import _paths
+
+    assert _paths(str(tmp_path / "in")) == [str(tmp_path / "in" / "x.jsonl")]
+    assert _paths(str(tmp_path / "in" / "*.jsonl")) == [str(tmp_path / "in" / "x.jsonl")]
     (tmp_path / "fake.parquet").write_text("not parquet", encoding="utf-8")
     with pytest.raises(SentiError, match=r"fake\.parquet: not a readable Parquet file"):
         predict_with_ray(out, str(tmp_path / "fake.parquet"), str(tmp_path / "o2.parquet"))

@@ -75,6 +75,15 @@ def test_ids_are_read_from_the_id_column_as_text(local_ray, tmp_path):
     assert [r["id"] for r in rows] == ["7", None, "a-1"]  # the scorer makes the missing id an error row
 
 
+def test_a_line_that_cannot_be_read_says_where_it_is_when_ids_come_from_a_column(local_ray, tmp_path):
+    # Its id is unknowable: the row went out as id null with an error that did not say which line it was.
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 7, "text": "好"}\n{"id": 8, "text": broken\n', encoding="utf-8")
+    rows = pa.concat_tables(_blocks(src, ".jsonl", id_column="id")).to_pylist()
+    assert rows[0]["_error"] is None and rows[1]["id"] is None
+    assert rows[1]["_error"].startswith("in.jsonl:2: invalid JSON")
+
+
 def test_csv_rows_are_counted_by_the_reader_itself(local_ray, tmp_path):
     src = tmp_path / "in.csv"
     src.write_text('id,text\n1,"一行\n两行"\n2,好\n\n3,差\n', encoding="utf-8")
