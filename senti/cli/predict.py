@@ -145,10 +145,16 @@ def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_
             else:
                 bar.update(task, completed=rows, total=total)
 
-        result = predict_with_ray(model, str(source), str(dest), address=address, actors=actors,
-                                  threads_per_actor=threads_per_actor, batch_size=batch_size,
-                                  text_column=text_column, id_column=id_column, backend=backend, progress=progress,
-                                  progress_every_s=1.0 if terminal else 30.0)
+        try:
+            result = predict_with_ray(model, str(source), str(dest), address=address, actors=actors,
+                                      threads_per_actor=threads_per_actor, batch_size=batch_size,
+                                      text_column=text_column, id_column=id_column, backend=backend,
+                                      progress=progress, progress_every_s=1.0 if terminal else 30.0)
+        except KeyboardInterrupt:
+            raise fail(f"interrupted: nothing written to {dest}", 130) from None
+    if result["rows_out"] != result["rows_in"]:
+        err_console.print(f"[yellow]{result['rows_out']} rows out for {result['rows_in']} rows in: check the "
+                          "input's last lines and the error rows[/]")
     console.print(f"{result['rows_in']} rows in, {result['rows_out']} rows out ({result['errors']} error rows) "
                   f"-> {dest}; {result['actors']} actor(s) x {result['threads_per_actor']} thread(s) ({result['layout_why']}); "
                   f"Ray start-up {result['ray_startup_s']:.1f} s, total {result['total_s']:.1f} s")

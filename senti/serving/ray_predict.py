@@ -205,16 +205,39 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     scored = _score(ray, ray.data.read_datasource(rows, num_cpus=light["num_cpus"]), export_dir, backend,
                     threads_per_actor, text_column, rows.id_column, batch_size, rows_per_call, actors, reserve,
                     address)
-    with WrittenRows(Path(dest), out_kind, rows_in, progress, progress_every_s):
-        if out_kind == ".parquet":
-            scored.write_parquet(dest, ray_remote_args=light)
-        else:
-            scored.write_json(dest, ray_remote_args=light)
-    rows_out, errors = count_written(Path(dest), out_kind)
+    rows_out, errors = _write(scored, Path(dest), out_kind, light,
+                              lambda folder: WrittenRows(folder, out_kind, rows_in, progress, progress_every_s))
     total_s = time.perf_counter() - started
     return {"rows_in": rows_in, "rows_out": rows_out, "errors": errors, "actors": actors, "rows_per_call": rows_per_call,
             "threads_per_actor": threads_per_actor, "layout_why": layout.why, "cpus": cpus, "ray_startup_s": startup_s,
             "total_s": total_s, "output": dest}
+
+
+def _write(scored, dest: Path, kind: str, remote_args: dict, watch) -> tuple[int, int]:
+    """Execute the plan into a hidden folder of this process beside `dest`, renamed to `dest` once whole: two runs
+    given one --output wrote their rows into one folder, and an interrupted run left whole part files that looked
+    like a finished output. A killed run's folder is removed by the next run (`layout.work_prefix`)."""
+    import shutil
+
+    from senti.core import layout
+    from senti.core.artifacts import remove_stale_work
+
+    remove_stale_work(dest.parent, dest.name, "partial")
+    partial = dest.with_name(layout.work_prefix(dest.name, "partial") + "out")
+    try:
+        with watch(partial):
+            if kind == ".parquet":
+                scored.write_parquet(str(partial), ray_remote_args=remote_args)
+            else:
+                scored.write_json(str(partial), ray_remote_args=remote_args)
+        rows_out, errors = count_written(partial, kind)
+        if dest.exists():
+            raise SentiError(f"--output {dest} was written by another run meanwhile; this run's rows are not kept")
+        os.rename(partial, dest)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return rows_out, errors
 
 
 def _score(ray, ds, export_dir, backend: str, threads: int, text_column: str, id_column: str, batch_size: int,

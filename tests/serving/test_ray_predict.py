@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -264,3 +265,69 @@ def test_memory_stays_flat_as_the_rows_grow_tenfold(_exported, tmp_path):
         assert run["exit"] == 0 and run["said"][-1].startswith(f"{run['rows']} rows in, {run['rows']} rows out"), run
     growth = big["peak_tree_pss_mb"] - small["peak_tree_pss_mb"]
     assert growth < 150, f"peak memory grew {growth} MB for ten times the rows ({small} -> {big})"
+
+
+class _Plan:
+    """Stands in for Ray's lazy dataset: writes one part file into the folder it is given, then does `then`."""
+
+    def __init__(self, then=None):
+        self.then = then
+
+    def write_json(self, folder, ray_remote_args):
+        Path(folder).mkdir()
+        (Path(folder) / "part-0.jsonl").write_text('{"id": "0", "error": null}\n{"id": "1", "error": "x"}\n',
+                                                   encoding="utf-8")
+        if self.then:
+            self.then()
+
+
+def test_an_output_appears_whole_or_not_at_all():
+    """Two runs given one --output both wrote into it (4,000 rows for 2,000), and an interrupted run left whole
+    part files under the output's name with nothing to tell them from a finished output."""
+    import contextlib
+    import tempfile
+
+    from senti.core.errors import SentiError
+    from senti.serving.ray_predict import _write
+
+    def watch(_):
+        return contextlib.nullcontext()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dest = Path(tmp) / "scored.jsonl"
+        assert _write(_Plan(), dest, ".jsonl", {}, watch) == (2, 1)
+        assert sorted(p.name for p in Path(tmp).iterdir()) == ["scored.jsonl"]  # no hidden folder left
+
+        other = Path(tmp) / "other.jsonl"
+
+        def another_run_finished_first():
+            other.mkdir()
+            (other / "theirs.jsonl").write_text("{}\n", encoding="utf-8")
+
+        with pytest.raises(SentiError, match="written by another run meanwhile"):
+            _write(_Plan(another_run_finished_first), other, ".jsonl", {}, watch)
+        assert [p.name for p in other.iterdir()] == ["theirs.jsonl"]
+
+        def interrupted():
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            _write(_Plan(interrupted), Path(tmp) / "cut.jsonl", ".jsonl", {}, watch)
+        assert sorted(p.name for p in Path(tmp).iterdir()) == ["other.jsonl", "scored.jsonl"]
+
+
+def test_an_interrupted_ray_run_says_nothing_was_written(_exported, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+    from senti.serving import ray_predict
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ray_predict, "predict_with_ray", stopped)
+    out, _ = _exported
+    (tmp_path / "x.jsonl").write_text('{"text": "好"}\n', encoding="utf-8")
+    result = CliRunner().invoke(app, ["predict", "--model", str(out), "--engine", "ray", "--input",
+                                      str(tmp_path / "x.jsonl"), "--output", str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 130 and "interrupted: nothing written to" in result.output
