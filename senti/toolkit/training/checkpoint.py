@@ -37,12 +37,30 @@ def refuse_existing(out_dir: Path, overwrite: bool) -> None:
     if (out / layout.CHECKPOINT_META).is_file():
         raise SentiError(f"{out_dir} already holds a checkpoint; pass --overwrite to replace it (nothing is written "
                          "over it until the new checkpoint is saved)")
-    foreign = sorted(p.name for p in out.iterdir() if not p.name.startswith(".") and p.name not in layout.RUN_FILES
-                     and not (p.name.startswith("eval_") and p.suffix == ".json"))
+    foreign = sorted(p.name for p in out.iterdir() if not p.name.startswith(".") and not (
+        p.name in layout.RUN_FILES and _senti_wrote(p)) and not (p.name.startswith("eval_") and p.suffix == ".json"))
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise SentiError(f"{out_dir} is not empty and not a senti run's folder ({shown}); a run would write over "
                          "files of those names: choose a new or empty folder, or pass --overwrite")
+
+
+def _senti_wrote(path: Path) -> bool:
+    """Whether a file named as a run's is a run's: its JSON records say who wrote them (metrics) or hold a run's
+    settings (configs); a user's own metrics.json is not senti's to replace. Other run files are taken by name."""
+    if path.suffix != ".json" or path.name == layout.LAUNCH_LOGS:
+        return True
+    import json
+
+    try:
+        if path.stat().st_size > 16 << 20:
+            return False
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and (str(record.get("written_by", "")).startswith("senti ")  # metrics
+                                         or {"output_dir", "epochs", "seed"} <= set(record)  # a run's settings
+                                         or {"settings", "teacher", "student"} <= set(record))  # distill.json
 
 
 def save_checkpoint(model, tokenizer, out_dir: Path, meta: ArtifactMeta, config=None, extra=None) -> None:

@@ -386,12 +386,28 @@ def test_a_folder_a_senti_run_left_is_its_own(tmp_path):
 
     run = tmp_path / "run"
     (run / layout.LAUNCH_LOGS / "node-0").mkdir(parents=True)
-    (run / layout.METRICS).write_text("{}", encoding="utf-8")
+    (run / layout.METRICS).write_text('{"written_by": "senti train", "epochs": []}', encoding="utf-8")
+    (run / layout.TRAIN_CONFIG).write_text('{"output_dir": "run", "epochs": 3, "seed": 42}', encoding="utf-8")
     (run / ".senti.json.staging-1-x").mkdir()
     refuse_existing(run, overwrite=False)  # an interrupted run's leftovers: a new run may write here
     (run / "notes.md").write_text("mine", encoding="utf-8")
     with pytest.raises(SentiError, match="not a senti run's folder"):
         refuse_existing(run, overwrite=False)
+
+
+@pytest.mark.parametrize("name", [layout.METRICS, layout.TRAIN_CONFIG])
+def test_a_users_own_file_named_as_a_run_file_is_not_a_runs(tmp_path, name):
+    # A folder holding only the user's metrics.json (or train_config.json) was taken for a run's and written into.
+    from senti.toolkit.training.checkpoint import refuse_existing
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / name).write_text('{"accuracy": 0.91, "notes": "my own figures"}', encoding="utf-8")
+    with pytest.raises(SentiError, match=f"not a senti run's folder \\({name}\\)"):
+        refuse_existing(mine, overwrite=False)
+    (mine / name).write_text("not json", encoding="utf-8")
+    with pytest.raises(SentiError, match="not a senti run's folder"):
+        refuse_existing(mine, overwrite=False)
 
 
 def test_balanced_class_weights_follow_scikit_learns_rule():
