@@ -31,6 +31,8 @@ WEIGHT_GRID = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 1000.0)
 # -tau x log(the class's share of the training rows), tau chosen on dev by macro-F1 from this grid. One number, not
 # one offset per class: six free offsets chosen on SMP2020's 2,000 dev texts gained on dev and lost on test.
 TAU_GRID = tuple(round(0.1 * i, 1) for i in range(21))
+# The largest offset a config may hold: the grid's largest tau on a class of one row in ten million is 2 x 16 = 32.
+MAX_CLASS_OFFSET = 100.0
 
 
 def ngram_keys(input_ids, vocab_size: int, buckets: int, pad_id: int):

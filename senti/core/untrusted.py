@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 from senti.core.errors import ArtifactError
-from senti.core.ngram_head import WEIGHT_GRID
+from senti.core.ngram_head import MAX_CLASS_OFFSET, WEIGHT_GRID
 
 MAX_CONFIG_BYTES = 1 << 20  # a model config is a few kB
 MAX_JSON_DEPTH = 32  # senti's and PaddleNLP's files nest three or four levels
@@ -121,10 +121,11 @@ def check_offsets(offsets, num_labels, where) -> None:
     if offsets is None:
         return
     numbers = isinstance(offsets, list) and all(
-        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) <= 1000
+        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) <= MAX_CLASS_OFFSET
         for x in offsets)
     if not numbers or (isinstance(num_labels, int) and len(offsets) != num_labels):
-        raise ArtifactError(f"{where}: class_offsets must be a list of one finite number (within +-1000) per label")
+        raise ArtifactError(f"{where}: class_offsets must be a list of one finite number (within "
+                            f"+-{MAX_CLASS_OFFSET:g}) per label")
 
 
 def _number_in(value, low: float, high: float, closed_high: bool = True) -> bool:

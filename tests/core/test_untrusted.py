@@ -111,3 +111,5 @@ def test_class_offsets_must_match_the_labels_a_paddlenlp_config_names():
     check_model_config({**config, "class_offsets": [0.1, -0.1]}, "m/config.json")
     with pytest.raises(ArtifactError, match="one finite number"):
         check_model_config({**config, "class_offsets": [0.3]}, "m/config.json")
+    with pytest.raises(ArtifactError, match="within \\+-100\\) per label"):  # 1000 was accepted: every answer one class
+        check_model_config({**config, "class_offsets": [0.0, 500.0]}, "m/config.json")

@@ -121,6 +121,9 @@ class TrainRun(ClassifierRun[TrainConfig]):
             self.ngram_fit = fit_ngram_table(model, self.train_ids, self.train_y, self.dev_ids, self.dev_y, say)
         if adjusts(config.logit_adjustment, len(labels), hasattr(model, "ngram_table")):
             self.adjust_counts = np.bincount(self.train_y, minlength=len(labels))
+        elif config.logit_adjustment == "auto" and len(labels) > 2:
+            say(f"logit adjustment is off for these {len(labels)} labels: it needs the n-gram head "
+                "(--ngram-buckets > 0)")
 
     def pool_rows(self, model, tokenizer, splits, labels: list[str], max_len: int) -> tuple[list, dict | None]:
         """`--unlabeled`: the parent's confident answers on the new domain's unlabelled texts (none of them a text

@@ -117,6 +117,13 @@ def test_three_classes_choose_the_adjustment_on_dev_and_export_it(tmp_path):
     assert (config.get("class_offsets") is None) == (best["logit_adjustment_tau"] == 0.0)
     off = train_tiny(tmp_path / "off", data, ngram_buckets=BUCKETS, epochs=1, logit_adjustment="off")
     assert "logit_adjustment_tau" not in off["best"]
+    said: list[str] = []  # without the n-gram head, auto was off without a word
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.train import run_training
+
+    run_training(TrainConfig(model="scratch:tiny", dataset=str(data), output_dir=str(tmp_path / "plain"), epochs=1,
+                             batch_size=16, device="cpu", ngram_buckets=0, max_steps=2), say=said.append)
+    assert any("logit adjustment is off for these 3 labels: it needs the n-gram head" in line for line in said)
 
 
 def test_class_offsets_shift_every_format_s_answer(two_sided, tmp_path):
