@@ -42,6 +42,9 @@ UNK_RATE_LIMIT = 0.5  # a continued model whose vocabulary misses half the corpu
 PRETRAIN_LR = 5e-4
 
 
+TOKENIZING_SAID_S = 30.0  # how often `senti pretrain` says how far tokenizing the corpus is
+
+
 @dataclass(kw_only=True)
 class PretrainConfig(RunConfig):
     KIND: ClassVar[str] = "pretraining"
@@ -207,7 +210,8 @@ class PretrainRun(Run[PretrainConfig]):
         self.cache = cache
         if int(os.environ.get("PADDLE_LOCAL_RANK", "0") or 0) == 0:
             tokenize_corpus(self.config.corpus, self.fast, cache, text_budget(self.config.max_seq_len),
-                            self.config.seed, words=self.config.masking == "word")
+                            self.config.seed, progress=self._tokenizing_said(started),
+                            words=self.config.masking == "word")
         elif self.world > 1:
             dist.init_parallel_env()
         corpus = TokenizedCorpus.open(cache)
@@ -218,6 +222,21 @@ class PretrainRun(Run[PretrainConfig]):
             raise SentiError(f"corpus {', '.join(self.config.corpus)}: {stats['unk_rate']:.0%} of its tokens are "
                              f"[UNK] under {self.config.model}'s vocabulary; pretrain from scratch:<shape> instead")
         return corpus
+
+    def _tokenizing_said(self, started: float):
+        """A progress callback for `tokenize_corpus`: a line every TOKENIZING_SAID_S seconds (a big corpus takes
+        minutes, and a log showed nothing meanwhile)."""
+        done, last = [0], [started]
+
+        def progress(pieces: int) -> None:
+            done[0] += pieces
+            now = time.perf_counter()
+            if now - last[0] >= TOKENIZING_SAID_S:
+                last[0] = now
+                self.say(f"tokenizing the corpus: {done[0]:,} texts (or pieces of long ones) so far, "
+                         f"{now - started:.0f} s")
+
+        return progress
 
     # --- what the loop asks ------------------------------------------------------------------------------------
 

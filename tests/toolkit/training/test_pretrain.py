@@ -269,3 +269,13 @@ def test_the_budget_plan_warms_up_and_reaches_zero_at_the_estimated_end():
     assert plan.total == 100
     assert plan.factor(5) == pytest.approx(0.5) and plan.factor(10) == pytest.approx(1.0)
     assert plan.factor(55) == pytest.approx(0.5) and plan.factor(100) == 0.0
+
+
+def test_pretrain_says_how_far_tokenizing_is(tmp_path, monkeypatch):
+    # A big corpus took minutes to tokenize with nothing in the log meanwhile.
+    from senti.toolkit.training import pretrain
+
+    monkeypatch.setattr(pretrain, "TOKENIZING_SAID_S", 0.0)
+    _, said = _pretrain(tmp_path / "out", [str(_corpus(tmp_path / "reviews.txt"))], max_steps=1, save_every=1)
+    progress = [line for line in said if line.startswith("tokenizing the corpus: ")]
+    assert progress and progress[-1].startswith("tokenizing the corpus: 400 texts")
