@@ -100,12 +100,29 @@ def answer_aspects(predictor, texts: list[str], aspects: list[Aspect], unit: str
                    neutral_margin: float = DEFAULT_NEUTRAL_MARGIN) -> list[dict[str, AspectAnswer]]:
     """One {aspect name: AspectAnswer} per text, every aspect answered; `predictor` a senti.serving.Predictor (or
     anything with `labels` and `predict(texts)`)."""
+    check_margin(neutral_margin)
+    positive = predictor.labels[positive_index(predictor.labels)]
+    found, pieces = aspect_pieces(texts, aspects, unit)
+    scores = {piece: p.probabilities[positive] for piece, p in zip(pieces, predictor.predict(pieces))}
+    return assemble(found, aspects, scores, neutral_margin)
+
+
+def check_margin(neutral_margin: float) -> None:
     if not 0.0 <= neutral_margin < 0.5:
         raise SentiError(f"neutral_margin must be in [0, 0.5); got {neutral_margin}")
-    positive = predictor.labels[positive_index(predictor.labels)]
+
+
+def aspect_pieces(texts: list[str], aspects: list[Aspect], unit: str) -> tuple[list[dict[str, list[Evidence]]],
+                                                                             list[str]]:
+    """(each text's mentions, the distinct units to score): a unit that mentions several aspects, or recurs in
+    several texts, is scored once."""
     found = [mentions(text, aspects, unit) for text in texts]
-    pieces = sorted({e.text for per_text in found for ev in per_text.values() for e in ev})
-    scores = {piece: p.probabilities[positive] for piece, p in zip(pieces, predictor.predict(pieces))}
+    return found, sorted({e.text for per_text in found for ev in per_text.values() for e in ev})
+
+
+def assemble(found: list[dict[str, list[Evidence]]], aspects: list[Aspect], scores: dict[str, float],
+             neutral_margin: float) -> list[dict[str, AspectAnswer]]:
+    """The answers, given each scored unit's probability of the positive label."""
     answers = []
     for per_text in found:
         row = {}

@@ -18,6 +18,7 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NoReturn
 
 from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
 from pydantic import BaseModel, ConfigDict, Field
@@ -54,6 +55,31 @@ class PredictResponse(BaseModel):
     backend: str
     model_version: str = Field(description="Hash of the export that scored these texts (changes on reload)")
     predictions: list[PredictionOut]
+
+class AspectsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    texts: list[str] = Field(description="Texts to answer, at most the server's max_texts")
+    aspects: list[dict[str, Any]] = Field(description="The aspect list, as in an aspect file: "
+                                                      "[{\"name\", \"label\", \"keywords\": [...]}, ...]")
+    unit: str = Field("sentence", description="Evidence units: sentence, or clause (sentences cut at commas)")
+    neutral_margin: float = Field(0.0, description="Scores within this of 0.5 are neutral")
+
+class EvidenceOut(BaseModel):
+    text: str
+    start: int
+    end: int
+    keyword: str
+
+class AspectAnswerOut(BaseModel):
+    polarity: str = Field(description="positive, neutral, negative or not_mentioned")
+    score: float | None = Field(description="Mean probability of the positive label over the evidence")
+    evidence: list[EvidenceOut]
+
+class AspectsResponse(BaseModel):
+    aspects: list[str]
+    backend: str
+    model_version: str
+    answers: list[dict[str, AspectAnswerOut]] = Field(description="One {aspect name: answer} per text")
 
 
 @dataclass
@@ -126,7 +152,7 @@ class PredictService:
         self.ready = False  # uvicorn has finished the requests in flight before this point
         await self.batcher.stop()
 
-    def fail(self, status: int, reason: str, detail, headers=None):
+    def fail(self, status: int, reason: str, detail, headers=None) -> NoReturn:
         from fastapi import HTTPException
 
         self.metrics.errors.labels(reason).inc()
@@ -153,16 +179,21 @@ class PredictService:
         detail = [{"type": e.get("type"), "loc": list(e.get("loc", ())), "msg": e.get("msg")} for e in exc.errors()]
         return JSONResponse({"detail": detail}, status_code=422)
 
-    async def _checked(self, model, texts: list[str]):
-        """(the texts as `model` checked them, model inputs per text), after the request's limits (413/422 name
-        what is over). Each text is checked and tokenized here once: the batch scores what this found."""
+    def _limit_texts(self, texts: list[str]) -> None:
+        """The request's count of texts and each text's form (413/422 name what is wrong and where): refused
+        before batching, so a bad text never shares a model call with another client's texts."""
         config = self.config
         if len(texts) > config.max_texts:
             self.fail(413, "too_many_texts", f"{len(texts)} texts; at most {config.max_texts} per request")
         bad = [{"type": "invalid_text", "loc": ["body", "texts", i], "msg": why}
                for i, text in enumerate(texts) if (why := text_problem(text))]
-        if bad:  # refused before batching, so it never shares a model call with another client's texts
+        if bad:
             self.fail(422, "invalid_text", bad)
+
+    async def _checked(self, model, texts: list[str]):
+        """(the texts as `model` checked them, model inputs per text), after the request's limits (413/422 name
+        what is over). Each text is checked and tokenized here once: the batch scores what this found."""
+        config = self.config
         checked, windows = await asyncio.get_running_loop().run_in_executor(None, model.checked, texts) \
             if model.long_text == "window" else model.checked(texts)
         over = [{"type": "too_many_windows", "loc": ["body", "texts", i], "msg": why}
@@ -174,37 +205,66 @@ class PredictService:
                                                f"{config.max_windows} per request")
         return checked, windows
 
+    async def _scored(self, model, texts: list[str], request: Request):
+        """(the model that scored, its predictions) of `texts` through the batcher, after the limits; None when
+        the client left (its work is dropped from the queue)."""
+        checked, windows = await self._checked(model, texts)
+        if not texts:
+            return model, []
+        job = asyncio.ensure_future(self.batcher.submit(checked, sum(windows)))
+        gone = asyncio.ensure_future(_client_gone(request))
+        await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not job.done():
+            job.cancel()
+            self.metrics.errors.labels("client_gone").inc()
+            return None
+        gone.cancel()
+        try:
+            scored = job.result()
+        except QueueFull:
+            self.fail(503, "queue_full", "server busy: queue full", {"Retry-After": "1"})
+        except Exception as err:
+            self.fail(500, "model", f"model call failed: {type(err).__name__}")
+        return scored.model, scored.predictions
+
     async def predict(self, texts: list[str], request: Request):
         """POST /v1/predict after authorization: limits, the batcher, the answer (499 when the client left)."""
-        from fastapi.responses import Response
-
         started = time.perf_counter()
-        model = self.slot.predictor
-        checked, windows = await self._checked(model, texts)
-        results, scored_by = [], model
-        if texts:
-            job = asyncio.ensure_future(self.batcher.submit(checked, sum(windows)))
-            gone = asyncio.ensure_future(_client_gone(request))
-            await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if not job.done():  # the client disconnected: drop its work from the queue
-                job.cancel()
-                self.metrics.errors.labels("client_gone").inc()
-                return Response(status_code=499)
-            gone.cancel()
-            try:
-                scored = job.result()
-                scored_by, results = scored.model, scored.predictions
-            except QueueFull:
-                self.fail(503, "queue_full", "server busy: queue full", {"Retry-After": "1"})
-            except Exception as err:
-                self.fail(500, "model", f"model call failed: {type(err).__name__}")
+        self._limit_texts(texts)
+        done = await self._scored(self.slot.predictor, texts, request)
+        if done is None:
+            return _json_response(None, 499)
+        scored_by, results = done
         self.metrics.latency.observe(time.perf_counter() - started)
-        # Encoded here, once: FastAPI would validate the response against PredictResponse and re-encode every
-        # probability through jsonable_encoder, a per-request cost next to a small model's (the schema stays
-        # in the OpenAPI docs through response_model).
-        payload = {"labels": scored_by.labels, "backend": scored_by.backend_name, "model_version": scored_by.version,
-                   "predictions": [r.to_json() for r in results]}
-        return Response(json.dumps(payload, ensure_ascii=False, separators=(",", ":")), media_type="application/json")
+        return _json_response({"labels": scored_by.labels, "backend": scored_by.backend_name,
+                               "model_version": scored_by.version, "predictions": [r.to_json() for r in results]})
+
+    async def aspects(self, body: AspectsRequest, request: Request):
+        """POST /v1/aspects after authorization: the aspect list read as an aspect file is (one line naming the
+        entry at fault), the texts' limits, then each mentioning unit scored once through the batcher."""
+        from senti.core.aspects import parse_aspects
+        from senti.serving.aspects import UNITS, aspect_pieces, assemble, check_margin, positive_index
+
+        model = self.slot.predictor
+        try:
+            aspects = parse_aspects(body.aspects, "aspects")
+            if body.unit not in UNITS:
+                raise SentiError(f"unit must be one of {', '.join(UNITS)}; got {body.unit!r}")
+            check_margin(body.neutral_margin)
+            positive = model.labels[positive_index(model.labels)]
+        except SentiError as err:
+            self.fail(422, "invalid_aspects", str(err))
+        self._limit_texts(body.texts)
+        found, pieces = aspect_pieces(body.texts, aspects, body.unit)
+        done = await self._scored(model, pieces, request)
+        if done is None:
+            return _json_response(None, 499)
+        scored_by, results = done
+        answers = assemble(found, aspects, {p: r.probabilities[positive] for p, r in zip(pieces, results)},
+                           body.neutral_margin)
+        return _json_response({"aspects": [a.name for a in aspects], "backend": scored_by.backend_name,
+                               "model_version": scored_by.version,
+                               "answers": [{k: v.to_json() for k, v in row.items()} for row in answers]})
 
     async def admin_reload(self):
         """POST /v1/admin/reload after authorization."""
@@ -236,13 +296,25 @@ class PredictService:
                 **({"workers": supervised["workers"]} if "workers" in supervised else {})}
 
 
+def _json_response(payload, status: int = 200):
+    """Encoded here, once: FastAPI would validate the response against its model and re-encode every probability
+    through jsonable_encoder, a per-request cost next to a small model's (the schema stays in the OpenAPI docs
+    through response_model)."""
+    from fastapi.responses import Response
+
+    if payload is None:
+        return Response(status_code=status)
+    return Response(json.dumps(payload, ensure_ascii=False, separators=(",", ":")), media_type="application/json",
+                    status_code=status)
+
+
 async def _client_gone(request: Request) -> None:
     while (await request.receive())["type"] != "http.disconnect":
         pass
 
 
 def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int | None = None):
-    """The ASGI app: POST /v1/predict, GET/HEAD /healthz, /readyz, GET /metrics, POST /v1/admin/reload, a page
+    """The ASGI app: POST /v1/predict, POST /v1/aspects, GET/HEAD /healthz, /readyz, GET /metrics, POST /v1/admin/reload, a page
     for people at / (its figures at /v1/status), and OpenAPI docs at /docs, all without internet.
     `reload()` loads the export anew (a new `Predictor`); SIGHUP calls it too. `supervisor_pid`: this app is one
     of several worker processes under that supervisor, whose SIGHUP is the only way to reload them all.
@@ -266,6 +338,17 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
                       x_api_key: str | None = Header(None)):
         service.authorize(authorization, x_api_key)
         return await service.predict(body.texts, request)
+
+    @app.post("/v1/aspects", response_model=AspectsResponse,
+              responses={401: {"description": "missing or wrong API key"}, 413: {"description": "too large"},
+                         422: {"description": "invalid body, aspect list or text (the entry or index named)"},
+                         503: {"description": "queue full; retry after the Retry-After seconds"}})
+    async def aspects(body: AspectsRequest, request: Request, authorization: str | None = Header(None),
+                      x_api_key: str | None = Header(None)):
+        """Each text's answer on each aspect of the list sent with it (positive, neutral, negative or
+        not_mentioned, with the evidence and its offsets); the list may change with every request."""
+        service.authorize(authorization, x_api_key)
+        return await service.aspects(body, request)
 
     @app.post("/v1/admin/reload", responses={401: {"description": "missing or wrong API key"},
                                              409: {"description": "the new export failed; the old model serves"}})

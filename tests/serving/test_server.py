@@ -318,3 +318,42 @@ def test_a_texts_answer_does_not_depend_on_its_batch_mates(_exported):
         mixed[index] = [[p.probabilities[lab] for lab in predictor.labels]
                         for p in predictor.predict([texts[i] for i in index])]
     assert np.abs(alone - together).max() <= 1e-6 and np.abs(alone - mixed).max() <= 1e-6
+
+
+def test_aspects_over_http_equal_the_in_process_answers_and_bad_lists_are_one_line(server, _exported):
+    # POST /v1/aspects: the aspect list sent with each request (no reload), every mentioning unit scored through
+    # the batcher, the answers those of Predictor.aspects.
+    from senti.core.aspects import parse_aspects
+
+    out, _ = _exported
+    aspects = [{"name": "service", "label": "服务", "keywords": ["服务员", "态度"]},
+               {"name": "price", "keywords": ["价格"]}, {"name": "parking", "keywords": ["停车"]}]
+    texts = ["服务员非常好，很满意。价格太差了！很失望", "价格物超所值，推荐购买", "没有提到任何方面"]
+    response = httpx.post(f"{server}/v1/aspects", json={"texts": texts, "aspects": aspects}, headers=AUTH)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["aspects"] == ["service", "price", "parking"] and len(body["answers"]) == 3
+    local = Predictor.load(out, backend="onnx").aspects(texts, parse_aspects(aspects, "test"))
+    for got, want in zip(body["answers"], local):
+        for name, answer in want.items():
+            assert got[name]["polarity"] == answer.polarity and got[name]["evidence"] == answer.to_json()["evidence"]
+            assert got[name]["score"] == pytest.approx(answer.score, abs=1e-5) if answer.score is not None else \
+                got[name]["score"] is None
+    assert body["answers"][2] == {name: {"polarity": "not_mentioned", "score": None, "evidence": []}
+                                  for name in ("service", "price", "parking")}
+    only_price = httpx.post(f"{server}/v1/aspects", json={"texts": texts[:1], "aspects": aspects[1:2]},
+                            headers=AUTH).json()
+    assert list(only_price["answers"][0]) == ["price"]  # another list, the next request, no reload
+
+    for bad, says in [({"texts": texts, "aspects": [{"name": "a", "keywords": []}]}, "aspects: aspect 1"),
+                      ({"texts": texts, "aspects": aspects + aspects[:1]}, "appears twice"),
+                      ({"texts": texts, "aspects": aspects, "unit": "word"}, "unit must be one of"),
+                      ({"texts": texts, "aspects": aspects, "neutral_margin": 0.7}, "neutral_margin must be in"),
+                      ({"texts": [LONE], "aspects": aspects}, "invalid_text")]:
+        response = httpx.post(f"{server}/v1/aspects", content=json.dumps(bad),
+                              headers={**AUTH, "Content-Type": "application/json"})
+        assert response.status_code == 422 and says in response.text, (bad, response.text)
+    assert httpx.post(f"{server}/v1/aspects", json={"texts": texts, "aspects": aspects}).status_code == 401
+    too_many = httpx.post(f"{server}/v1/aspects", json={"texts": ["价格好"] * 65, "aspects": aspects}, headers=AUTH)
+    assert too_many.status_code == 413
+    assert httpx.post(f"{server}/v1/predict", json={"texts": texts}, headers=AUTH).status_code == 200
