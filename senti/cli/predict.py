@@ -65,9 +65,8 @@ def predict(
                                                        "senti serve lays out workers, by the model's width.",
                                                   min=1)] = None,
     threads_per_actor: Annotated[Optional[int], typer.Option(help="Threads per Ray actor.", min=1)] = None,
-    id_column: Annotated[Optional[str], typer.Option(help="Id column of a .tsv/.csv/.jsonl/.parquet input, carried "
-                                                          "to the output as `id` (a row without one is an error "
-                                                          "row); default: Ray: the row's position.")] = None,
+    id_column: Annotated[Optional[str], typer.Option(help="Input column carried to the output as `id` (a row without "
+                                                          "one: an error row); Ray's default: the position.")] = None,
 ):
     """Score texts with an exported model: a table for a few texts, a streamed file for many."""
     quiet_warnings()

@@ -22,6 +22,7 @@ from senti.cli.common import (
     step_progress,
     user_errors,
 )
+from senti.cli.train import Amp
 
 app = typer.Typer()
 if TYPE_CHECKING:  # Enums made at run time from the library's names; Any to a type checker
@@ -56,6 +57,7 @@ def pretrain(
     save_every: Annotated[int, typer.Option(help="Save (and so resume) every N steps.", min=1)] = 500,
     snapshots: Annotated[bool, typer.Option(help="Keep a copy of every save in snapshots/step-N.")] = False,
     seed: Annotated[int, typer.Option(help="Seed for weights, masking and order.")] = 42,
+    amp: Amp = False,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)]
         = None,
     devices: Annotated[Optional[str], typer.Option(
@@ -76,8 +78,8 @@ def pretrain(
             output_dir=str(output_dir), corpus=list(corpus), model=model, epochs=epochs or 1, max_steps=max_steps,
             max_minutes=max_minutes, fill_minutes=max_minutes is not None and epochs is None and max_steps is None,
             batch_size=batch_size, max_seq_len=max_seq_len, lr=lr, warmup=warmup,
-            masking=masking.value, mask_rate=mask_rate, save_every=save_every, snapshots=snapshots, seed=seed, threads=threads,
-            overwrite=overwrite, trust_pickle=trust_pickle, device="cpu")
+            masking=masking.value, mask_rate=mask_rate, save_every=save_every, snapshots=snapshots, seed=seed,
+            threads=threads, amp=amp, overwrite=overwrite, trust_pickle=trust_pickle, device="cpu")
         device_ids, cluster = parallel_plan(devices, nnodes, node_rank, master, join_timeout)
         if cluster:
             metrics = run_data_parallel(config, device_ids, cluster)

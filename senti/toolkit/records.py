@@ -69,6 +69,7 @@ class PretrainMetrics(ArtifactMeta):
     resumed_at: int = 0  # the step this run started at (0: from the start)
     interrupted: dict | None = None
     workers: list[dict] | None = None
+    precision: str = "fp32"  # fp32, or bf16 with --amp on a CPU that can (toolkit.training.run.resolve_precision)
     kernels: str | None = None  # the CPU training kernels that ran and why (as TrainingMetrics.kernels)
 
 

@@ -58,10 +58,15 @@ class RunConfig:
     threads: int | None = None
     overwrite: bool = False  # replace a checkpoint already in output_dir (only once the new one is saved)
     trust_pickle: bool = False  # load pickled .pdparams weights (they can run code); senti writes safetensors
+    amp: bool = False  # mixed precision (toolkit.training.run.resolve_precision: bfloat16 Linears on a CPU)
+    amp_dtype: str = "auto"
+    init_loss_scaling: float = 1024.0
 
     def checks(self) -> list[tuple[bool, str]]:
         """(condition, message) pairs; subclasses add their own."""
         return [
+            (self.init_loss_scaling > 0, "init_loss_scaling must be positive"),
+            (self.amp_dtype in AMP_DTYPES, f"amp_dtype must be one of {', '.join(AMP_DTYPES)}"),
             (self.epochs >= 1, "epochs must be at least 1"),
             (self.batch_size >= 1, "batch_size must be at least 1"),
             (self.max_seq_len is None or not seq_len_problem(self.max_seq_len),
@@ -101,19 +106,14 @@ class RunConfig:
 
 @dataclass(kw_only=True)
 class ClassifierConfig(RunConfig):
-    """What `senti train` and `senti distill` add: labelled data, AMP, evaluation on dev and early stopping."""
+    """What `senti train` and `senti distill` add: labelled data, evaluation on dev and early stopping."""
 
     dataset: str
-    amp: bool = False
-    amp_dtype: str = "auto"
-    init_loss_scaling: float = 1024.0
     eval_every: int | None = None  # steps; None evaluates once per epoch
     early_stop: int | None = None  # evaluations without improvement before stopping
 
     def checks(self) -> list[tuple[bool, str]]:
         return super().checks() + [
-            (self.init_loss_scaling > 0, "init_loss_scaling must be positive"),
-            (self.amp_dtype in AMP_DTYPES, f"amp_dtype must be one of {', '.join(AMP_DTYPES)}"),
             (self.eval_every is None or self.eval_every >= 1, "eval_every must be at least 1"),
             (self.early_stop is None or self.early_stop >= 1, "early_stop must be at least 1"),
         ]

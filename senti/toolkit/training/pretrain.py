@@ -34,7 +34,7 @@ from senti.toolkit.training.masking import MASKINGS, Masking, mask_batch
 from senti.toolkit.training.models import load_weights
 from senti.toolkit.training.plots import plot_pretraining_curves
 from senti.toolkit.training.resume import load_optimizer, read_state, save_state
-from senti.toolkit.training.run import Run, Step
+from senti.toolkit.training.run import Run, Step, resolve_precision
 
 HELDOUT_SHARE = 0.01  # of the sequences, kept out of training for the MLM figures
 HELDOUT_MAX = 2000
@@ -168,6 +168,7 @@ class PretrainRun(Run[PretrainConfig]):
 
         config = self.config
         paddle.seed(config.seed)
+        self.precision = resolve_precision(config, self.device, self.say)
         self.model, self.tokenizer, vocab_file, self.source = _start_model(config, self.say)
         if self.state is not None:
             load_weights(self.model, self.out)
@@ -278,7 +279,7 @@ class PretrainRun(Run[PretrainConfig]):
         else:
             self.metrics = PretrainMetrics(written_by="senti pretrain", model=self.source, corpus=self.corpus.stats,
                                            runtime=runtime_record(), world_size=self.world, nodes=nodes(),
-                                           versions=versions())
+                                           versions=versions(), precision=self.precision)
         return step
 
     def record_step(self, step: Step, value: float) -> None:

@@ -78,7 +78,7 @@ def select_device(name: str) -> str:
     return name
 
 
-def resolve_precision(config: ClassifierConfig, device: str, say) -> str:
+def resolve_precision(config: RunConfig, device: str, say) -> str:
     """The precision training will really use; says so when --amp cannot apply. `--amp-dtype auto` is bfloat16 on
     a CPU, float16 on an accelerator."""
     if not config.amp:
@@ -200,8 +200,12 @@ class Run(Generic[Settings]):
         return None
 
     def grad_scaler(self):
-        """A GradScaler when the run trains in fp16 (classifier runs with --amp on an accelerator), else None."""
-        return None
+        """A GradScaler when the run trains in fp16 (--amp on an accelerator), else None."""
+        import paddle
+
+        if self.precision != "fp16":
+            return None
+        return paddle.amp.GradScaler(init_loss_scaling=self.config.init_loss_scaling)
 
     def first_step(self) -> int:
         """Called once the optimizer exists: opens the run's records; returns the step to start at."""
@@ -416,13 +420,6 @@ class ClassifierRun(Run[Classifier]):
         from senti.toolkit.data.batching import length_bucketed_batches
 
         return length_bucketed_batches(self.lengths, self.config.batch_size, self.rng)
-
-    def grad_scaler(self):
-        import paddle
-
-        if self.precision != "fp16":
-            return None
-        return paddle.amp.GradScaler(init_loss_scaling=self.config.init_loss_scaling)
 
     def tokens(self, index) -> int:
         return int(sum(self.lengths[i] for i in index))

@@ -279,3 +279,20 @@ def test_pretrain_says_how_far_tokenizing_is(tmp_path, monkeypatch):
     _, said = _pretrain(tmp_path / "out", [str(_corpus(tmp_path / "reviews.txt"))], max_steps=1, save_every=1)
     progress = [line for line in said if line.startswith("tokenizing the corpus: ")]
     assert progress and progress[-1].startswith("tokenizing the corpus: 400 texts")
+
+
+def test_pretrain_amp_multiplies_in_bfloat16_where_the_cpu_can(tmp_path):
+    # --amp was a classifier setting only: pretraining, the longest run senti has, could not use bfloat16.
+    from senti.toolkit.training import bf16
+
+    corpus = [str(_corpus(tmp_path / "reviews.txt"))]
+    plain, _ = _pretrain(tmp_path / "fp32", corpus, max_steps=3, save_every=3)
+    mixed, said = _pretrain(tmp_path / "bf16", corpus, max_steps=3, save_every=3, amp=True)
+    assert plain["precision"] == "fp32"
+    if bf16.why_not() is not None:
+        assert mixed["precision"] == "fp32" and any(line.startswith("--amp on this CPU:") for line in said)
+        return
+    assert mixed["precision"] == "bf16"
+    first = [s["loss"] for s in plain["steps"]], [s["loss"] for s in mixed["steps"]]
+    assert first[0] != first[1]  # the products were rounded to bfloat16: not float32's figures
+    assert np.allclose(first[0], first[1], atol=0.05)  # and close to them
