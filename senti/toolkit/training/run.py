@@ -548,7 +548,7 @@ class ClassifierRun(Run[Classifier]):
         if self.main:
             self.save(record)
         own = f", {record['old_dev_accuracy']:.4f} on its own dev split" if self.old_dev is not None else ""
-        guard = f" and stay within {OLD_DEV_MARGIN:.2f} of it on its own dev" if self.old_dev is not None else ""
+        guard = f" and staying within {OLD_DEV_MARGIN:.2f} of it on its own dev" if self.old_dev is not None else ""
         self.say(f"parent: dev accuracy {record['dev_accuracy']:.4f} on the new dev labels ({len(self.dev_ids)}){own}; "
                  f"a checkpoint replaces it only by beating that{guard}")
 
