@@ -31,6 +31,11 @@ export class Scorer {
     if (!sample?.texts?.length || !Array.isArray(sample.logits)) {
       throw new ExportError(`${where}/export.json: no parity sample to check the model against`);
     }
+    // senti.serving.parity.MAX_PARITY_TEXTS: senti export records 16; 200,000 planted ones held the start for a minute
+    const MAX_PARITY_TEXTS = 1024;
+    if (sample.texts.length > MAX_PARITY_TEXTS) {
+      throw new ExportError(`${where}/export.json: the parity sample holds more than ${MAX_PARITY_TEXTS} texts; senti export records 16`);
+    }
     if (JSON.stringify(sample.labels) !== JSON.stringify(meta.labels)) {
       throw new ExportError(`${where}/export.json: labels ${JSON.stringify(meta.labels)} differ from those recorded with the parity answers`);
     }

@@ -14,8 +14,11 @@ function inside(folder, name, what) {
   } catch {
     throw new ExportError(`${folder}: ${what} ${name} is missing`);
   }
-  if (!path.startsWith(root + sep) || !statSync(path).isFile()) {
+  if (!path.startsWith(root + sep)) {
     throw new ExportError(`${folder}: ${what} ${name} leads outside the export folder`);
+  }
+  if (!statSync(path).isFile()) {  // a FIFO or a folder was called a path outside the folder
+    throw new ExportError(`${folder}: ${what} ${name} is not a regular file`);
   }
   return path;
 }

@@ -17,6 +17,7 @@ from senti.core import layout
 from senti.core.artifacts import ExportMeta
 from senti.core.errors import ArtifactError
 from senti.core.untrusted import inside, read_bounded
+from senti.serving.parity import MAX_PARITY_TEXTS
 
 MAX_META_BYTES = 16 << 20  # export.json is a few kB; a file of more is not one senti wrote
 MAX_VOCAB_BYTES = 64 << 20
@@ -52,6 +53,9 @@ def _parse_meta(path: Path) -> tuple[ExportMeta, bytes]:
     sample = meta.parity_sample
     if not isinstance(sample, dict) or not sample.get("texts") or not isinstance(sample.get("logits"), list):
         raise ArtifactError(f"{path}: no parity sample to check the model against; re-export it with this senti")
+    if not isinstance(sample["texts"], list) or len(sample["texts"]) > MAX_PARITY_TEXTS:
+        raise ArtifactError(f"{path}: the parity sample holds more than {MAX_PARITY_TEXTS} texts; senti export "
+                            "records 16")
     # The labels recorded beside the parity answers are what a swap of the label names cannot pass: a folder
     # without them is refused (a check skipped when its evidence is missing let a swapped folder serve inverted).
     if "labels" not in sample:

@@ -9,6 +9,9 @@ from __future__ import annotations
 from senti.serving.backends import FORMATS
 
 RELOAD_AGREEMENT = 0.9
+# The most parity texts an export.json may ask a load to score: senti export records 16 (export.parity.SINGLE_TEXTS);
+# a planted 200,000 held a Node server's start for over a minute.
+MAX_PARITY_TEXTS = 1024
 # A Hugging Face encoder converted to Paddle ERNIE (toolkit.training.convert) against a numpy forward pass of the
 # original tensors: the largest difference allowed in the last hidden states (a right conversion reads about 1e-6, a
 # wrong transpose or position offset about 1).

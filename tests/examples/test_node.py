@@ -141,6 +141,39 @@ def test_node_refuses_a_length_or_a_token_senti_serving_would_not_load(node_exam
     assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 
+def test_node_and_python_refuse_a_parity_sample_no_export_writes_and_name_a_fifo_as_such(node_example, _exported,
+                                                                                         tmp_path):
+    """200,000 planted parity texts held the start for over a minute; a FIFO export.json was said to lead outside the
+    folder."""
+    import os
+
+    from senti.core.errors import ArtifactError
+    from senti.serving import Predictor
+
+    export, _ = _exported
+    bad = tmp_path / "bad"
+    shutil.copytree(export, bad)
+    meta = json.loads((bad / "export.json").read_text(encoding="utf-8"))
+    sample = meta["parity_sample"]
+    sample["texts"] = sample["texts"] * 100
+    sample["logits"] = sample["logits"] * 100
+    (bad / "export.json").write_text(json.dumps(meta), encoding="utf-8")
+    started = time.monotonic()
+    done = subprocess.run(["node", str(node_example / "cli.mjs"), str(bad)], input="好\n", capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and "the parity sample holds more than 1024 texts" in done.stderr
+    assert time.monotonic() - started < 30
+    with pytest.raises(ArtifactError, match="the parity sample holds more than 1024 texts"):
+        Predictor.load(bad, backend="onnx")
+    fifo = tmp_path / "fifo"
+    shutil.copytree(export, fifo)
+    (fifo / "export.json").unlink()
+    os.mkfifo(fifo / "export.json")
+    done = subprocess.run(["node", str(node_example / "cli.mjs"), str(fifo)], input="好\n", capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "metadata export.json is not a regular file" in done.stderr, done.stderr
+
+
 def _abort_mid_body(port: int) -> None:
     import socket
 
