@@ -165,10 +165,15 @@ def _print_result(metrics: dict, output_dir: Path) -> None:
         table.add_column(col, justify="right")
     for e in metrics["epochs"]:
         table.add_row(str(e["epoch"]), f"{e['wall_seconds']:.1f}", f"{e['train_samples_per_s']:.1f}",
-                      f"{e['train_loss']:.4f}", f"{e['dev_accuracy']:.4f}", f"{e['dev_macro_f1']:.4f}")
+                      *(_figure(e[k]) for k in ("train_loss", "dev_accuracy", "dev_macro_f1")))
     console.print(table)
     best = metrics["best"]["dev_accuracy"]
     base = metrics.get("baseline")
     against = f", baseline {base['dev']['accuracy']:.4f} ({best - base['dev']['accuracy']:+.4f})" if base else ""
     console.print(f"best checkpoint: [bold]{output_dir}[/] (dev accuracy {best:.4f}{against}); "
                   f"curves: {output_dir / layout.CURVES_PNG}")
+
+
+def _figure(value: float | None) -> str:
+    """A table cell: an epoch with no evaluation (--eval-every longer than the epoch) has no dev figures."""
+    return "-" if value is None else f"{value:.4f}"

@@ -459,3 +459,20 @@ def test_a_checkpoint_trained_on_a_relative_path_is_scored_from_any_folder(tmp_p
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["eval", "--model", str(tmp_path / "ckpt"), "--split", "test", "--no-baseline"])
     assert result.exit_code == 0, result.output
+
+
+def test_an_epoch_without_an_evaluation_prints_as_such(tmp_path):
+    # --eval-every longer than the first epoch: the run finished and saved, then the summary table crashed on the
+    # epoch's missing dev figures (a traceback at the very end of a 30-minute run).
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    data = write_folder(tmp_path / "d", synthetic_rows(64, seed=1), synthetic_rows(16, seed=2))
+    result = CliRunner().invoke(app, ["train", "--dataset", str(data), "--output-dir", str(tmp_path / "c"),
+                                      "--epochs", "2", "--batch-size", "16", "--eval-every", "6", "--device", "cpu",
+                                      "--no-baseline"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "c" / layout.METRICS).read_text(encoding="utf-8"))
+    assert metrics["epochs"][0]["dev_accuracy"] is None and metrics["epochs"][1]["dev_accuracy"] is not None
+    assert "best checkpoint:" in result.output
