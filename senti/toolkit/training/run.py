@@ -448,8 +448,11 @@ class ClassifierRun(Run[Classifier]):
             self.metrics.step_terms.append(step.terms)
 
     def after_step(self, epoch: int, last: bool) -> None:
+        """With --eval-every, an evaluation every that many steps and at the last step (the steps after the last
+        multiple were never scored: a 807-step run evaluated at 300 and 600 and kept step 600's weights), unless
+        a signal is stopping the run."""
         every = self.config.eval_every
-        if every and self.step % every == 0:
+        if every and (self.step % every == 0 or (last and not stopping.signal_name())):
             self.keep_best(epoch)
             if self.config.early_stop and self.stale >= self.config.early_stop:
                 self.stop = True

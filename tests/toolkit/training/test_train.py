@@ -475,4 +475,5 @@ def test_an_epoch_without_an_evaluation_prints_as_such(tmp_path):
     assert result.exit_code == 0, result.output
     metrics = json.loads((tmp_path / "c" / layout.METRICS).read_text(encoding="utf-8"))
     assert metrics["epochs"][0]["dev_accuracy"] is None and metrics["epochs"][1]["dev_accuracy"] is not None
+    assert [e["step"] for e in metrics["evaluations"]] == [6, 8]  # the last step too: it was never scored
     assert "best checkpoint:" in result.output
