@@ -220,12 +220,19 @@ def test_cli_says_what_it_did_in_one_line(_exported, tmp_path):
     assert "actor(s) x" in said[0] and "cores" in said[0]  # a "Progress bars disabled" WARNING came first
 
 
-def test_cli_without_ray_says_how_to_install(_exported, tmp_path, monkeypatch):
-    import builtins
-
+def _one_text_through_the_cli(exported, tmp_path):
     from typer.testing import CliRunner
 
     from senti.cli import app
+
+    (tmp_path / "x.jsonl").write_text('{"text": "好"}\n', encoding="utf-8")
+    return CliRunner().invoke(app, ["predict", "--model", str(exported[0]), "--engine", "ray", "--input",
+                                    str(tmp_path / "x.jsonl"), "--output", str(tmp_path / "o.jsonl")])
+
+
+def test_cli_without_ray_says_how_to_install(_exported, tmp_path, monkeypatch):
+    import builtins
+
 
     real_import = builtins.__import__
 
@@ -235,10 +242,7 @@ def test_cli_without_ray_says_how_to_install(_exported, tmp_path, monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
-    out, _ = _exported
-    (tmp_path / "x.jsonl").write_text('{"text": "好"}\n', encoding="utf-8")
-    result = CliRunner().invoke(app, ["predict", "--model", str(out), "--engine", "ray", "--input",
-                                      str(tmp_path / "x.jsonl"), "--output", str(tmp_path / "o.jsonl")])
+    result = _one_text_through_the_cli(_exported, tmp_path)
     assert result.exit_code == 2 and "pip install 'senti[scale]'" in result.output
 
 
@@ -317,17 +321,12 @@ def test_an_output_appears_whole_or_not_at_all():
 
 
 def test_an_interrupted_ray_run_says_nothing_was_written(_exported, tmp_path, monkeypatch):
-    from typer.testing import CliRunner
 
-    from senti.cli import app
     from senti.serving import ray_predict
 
     def stopped(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(ray_predict, "predict_with_ray", stopped)
-    out, _ = _exported
-    (tmp_path / "x.jsonl").write_text('{"text": "好"}\n', encoding="utf-8")
-    result = CliRunner().invoke(app, ["predict", "--model", str(out), "--engine", "ray", "--input",
-                                      str(tmp_path / "x.jsonl"), "--output", str(tmp_path / "o.jsonl")])
+    result = _one_text_through_the_cli(_exported, tmp_path)
     assert result.exit_code == 130 and "interrupted: nothing written to" in result.output

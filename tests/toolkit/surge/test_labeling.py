@@ -247,18 +247,24 @@ def test_a_tab_takes_back_its_own_answer_not_another_tabs(tmp_path):
     assert job.undo("tab-c") is None  # a tab with no answer of its own takes back nobody's
 
 
-def test_two_label_servers_on_one_file_are_refused(tmp_path):
-    # Both started, both handed out the first text, both appended: the later answer silently won.
+def _holding(picks, log) -> subprocess.Popen:
+    """Another process with a label job open on `log` (its lock held), once it says so."""
     import sys
 
-    picks, _ = picks_file(tmp_path / "picks.jsonl", n=6)
-    log = tmp_path / "labels.jsonl"
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; from senti.toolkit.surge.labeling import LabelJob, read_picks; from pathlib import Path; "
         f"job = LabelJob(read_picks(Path({str(picks)!r})), ['negative', 'positive'], Path({str(log)!r})); "
         "print('ready', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+    return holder
+
+
+def test_two_label_servers_on_one_file_are_refused(tmp_path):
+    # Both started, both handed out the first text, both appended: the later answer silently won.
+    picks, _ = picks_file(tmp_path / "picks.jsonl", n=6)
+    log = tmp_path / "labels.jsonl"
+    holder = _holding(picks, log)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         with pytest.raises(DataError, match="another senti label is writing to this file"):
             LabelJob(read_picks(picks), ["negative", "positive"], log)
     finally:
@@ -271,17 +277,12 @@ def test_a_labels_file_behind_a_link_is_locked_as_the_file_itself(tmp_path):
     # The lock was named for the path given: a symbolic link to a labels file started a second server on it, and a
     # hard link too.
     import os
-    import sys
 
     picks, _ = picks_file(tmp_path / "picks.jsonl", n=6)
     log = tmp_path / "labels.jsonl"
     log.write_text("", encoding="utf-8")
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from senti.toolkit.surge.labeling import LabelJob, read_picks; from pathlib import Path; "
-        f"job = LabelJob(read_picks(Path({str(picks)!r})), ['negative', 'positive'], Path({str(log)!r})); "
-        "print('ready', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    holder = _holding(picks, log)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         (tmp_path / "elsewhere").mkdir()
         link = tmp_path / "elsewhere" / "mine.jsonl"
         link.symlink_to(log)
