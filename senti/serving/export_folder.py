@@ -33,6 +33,8 @@ def read_meta(export_dir: Path) -> tuple[ExportMeta, bytes]:
     placement from it and its server read it again; the Ray driver twice), again only when the file changed (a
     reload, a new export renamed into place)."""
     path = Path(export_dir) / ExportMeta.FILE
+    if path.exists() and not path.is_file():  # a FIFO or a folder: said as such, never opened (a FIFO would block)
+        raise ArtifactError(f"{path}: the export metadata is not a regular file")
     if not path.is_file():
         raise ArtifactError(f"{export_dir}: not a senti export (no {ExportMeta.FILE}){ExportMeta.NOT_FOUND_HINT}")
     resolved = inside(export_dir, ExportMeta.FILE, "metadata")

@@ -172,6 +172,8 @@ def test_node_and_python_refuse_a_parity_sample_no_export_writes_and_name_a_fifo
     done = subprocess.run(["node", str(node_example / "cli.mjs"), str(fifo)], input="好\n", capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and "metadata export.json is not a regular file" in done.stderr, done.stderr
+    with pytest.raises(ArtifactError, match="export.json: the export metadata is not a regular file"):
+        Predictor.load(fifo, backend="onnx")  # it said "not a senti export (no export.json)"
 
 
 def _abort_mid_body(port: int) -> None:
