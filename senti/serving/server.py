@@ -251,7 +251,7 @@ class PredictService:
             if body.unit not in UNITS:
                 raise SentiError(f"unit must be one of {', '.join(UNITS)}; got {body.unit!r}")
             check_margin(body.neutral_margin)
-            positive = model.labels[positive_index(model.labels)]
+            positive_index(model.labels)  # a two-class positive/negative model, or 422
         except SentiError as err:
             self.fail(422, "invalid_aspects", str(err))
         self._limit_texts(body.texts)
@@ -260,6 +260,7 @@ class PredictService:
         if done is None:
             return _json_response(None, 499)
         scored_by, results = done
+        positive = scored_by.labels[positive_index(scored_by.labels)]  # the model that scored (a reload may swap)
         answers = assemble(found, aspects, {p: r.probabilities[positive] for p, r in zip(pieces, results)},
                            body.neutral_margin)
         return _json_response({"aspects": [a.name for a in aspects], "backend": scored_by.backend_name,
