@@ -401,7 +401,7 @@ class ClassifierRun(Run[Classifier]):
         import hashlib
 
         local = {"output_dir", "threads", "overwrite", "device", "trust_pickle", "dataset", "model", "replay",
-                 "teacher", "student", "extra_texts"}
+                 "teacher", "student", "extra_texts", "unlabeled"}
         data = hashlib.sha256()
         for ids in (*self.train_ids, *self.dev_ids):
             data.update(np.asarray(ids, dtype=np.int64).tobytes())
