@@ -62,7 +62,7 @@ def run_data_parallel(config, device_ids: list[str], cluster) -> dict | None:
     if cluster.several and cluster.node_rank == 0 and not cluster.on_loopback:
         console.print(f"the meeting point {cluster.master} listens on {cluster.host} for the whole run, open to that "
                       "network without authentication: keep it on a private network or behind a firewall")
-    log_dir = launch_training(config, device_ids, cluster)
+    log_dir = launch_training(config, device_ids, cluster, say=say)
     if cluster.node_rank != 0:
         console.print(f"node {cluster.node_rank} done (logs in {log_dir}); node 0 wrote the output to "
                       f"{config.output_dir} on its machine")

@@ -110,7 +110,10 @@ def launch_command(config_file: Path, devices: list[str], device: str, log_dir: 
     return cmd + [str(worker), str(config_file)]
 
 
-def launch_training(config, devices: list[str], cluster: Cluster = Cluster()) -> Path:
+WORKER_LINE_EVERY_S = 30.0  # how often a data-parallel run passes on its first worker's newest log line
+
+
+def launch_training(config, devices: list[str], cluster: Cluster = Cluster(), say=None) -> Path:
     """Run `config` (a TrainConfig, DistillConfig or PretrainConfig) on this node's `devices` (ids, or one entry
     per CPU process) as part of `cluster`; return this node's log folder. Raises a one-line SentiError when the
     nodes do not all join within the timeout or a worker fails."""
@@ -131,7 +134,8 @@ def launch_training(config, devices: list[str], cluster: Cluster = Cluster()) ->
         if cluster.node_rank == 0:
             refuse_taken_port(cluster)
     try:
-        code = _watch(launch_command(config_file, devices, config.device, log_dir, cluster), log_dir, cluster, env)
+        code = _watch(launch_command(config_file, devices, config.device, log_dir, cluster), log_dir, cluster, env,
+                      say)
     finally:
         config_file.unlink(missing_ok=True)
     if code != 0:
@@ -149,15 +153,24 @@ def refuse_taken_port(cluster: Cluster) -> None:
                              "program holds the port, or the host is not this machine's") from None
 
 
-def _watch(cmd: list[str], log_dir: Path, cluster: Cluster, env: dict | None = None) -> int:
+def _watch(cmd: list[str], log_dir: Path, cluster: Cluster, env: dict | None = None, say=None,
+           every_s: float = WORKER_LINE_EVERY_S) -> int:
     """Run the launcher; stop it when the nodes have not all joined within the timeout, or when a worker has
-    reported its error and the launcher lingers (it may wait on a master that is gone)."""
+    reported its error and the launcher lingers (it may wait on a master that is gone). With `say`, the newest line
+    of this node's first worker's log is passed on every `every_s` seconds when it changed (the run printed nothing
+    for minutes)."""
     with open(log_dir / "launcher.log", "ab") as launcher_log:
         proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=launcher_log, env=env)
     started, failed_at = time.monotonic(), None
+    said_at, last_line = started, ""
     try:
         while proc.poll() is None:
-            time.sleep(0.5)
+            time.sleep(min(0.5, every_s))
+            if say is not None and time.monotonic() - said_at >= every_s:
+                said_at, line = time.monotonic(), _last_line(log_dir / "workerlog.0")
+                if line and line != last_line:
+                    say(f"worker 0: {line}")
+                    last_line = line
             joined = any(log_dir.glob("workerlog.*"))  # the launcher starts workers once every node is there
             if not joined and time.monotonic() - started > cluster.join_timeout:
                 _stop(proc)
@@ -170,6 +183,18 @@ def _watch(cmd: list[str], log_dir: Path, cluster: Cluster, env: dict | None = N
     except BaseException:
         _stop(proc)
         raise
+
+
+def _last_line(log: Path) -> str:
+    """The last non-blank line of a worker's log (its end only is read), or ""."""
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(max(0, log.stat().st_size - 4096))
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -266,3 +266,18 @@ def test_a_killed_run_leaves_no_worker_behind(tmp_path):
     proc.wait()
     gone, alive = psutil.wait_procs(everything, timeout=30)
     assert not alive, [_command(p)[:120] for p in alive]
+
+
+def test_a_data_parallel_run_passes_on_its_first_workers_progress(tmp_path):
+    # The command printed nothing for minutes while its workers trained (their lines went to their logs only).
+    from senti.toolkit.cluster.launch import Cluster, _watch
+
+    log = tmp_path / "workerlog.0"
+    writer = ("import time, sys\n"
+              f"log = open({str(log)!r}, 'a')\n"
+              "for n in range(4):\n"
+              "    log.write(f'epoch 1 step {n}: loss 0.5\\n'); log.flush(); time.sleep(0.6)\n")
+    said: list[str] = []
+    assert _watch([sys.executable, "-c", writer], tmp_path, Cluster(), say=said.append, every_s=0.3) == 0
+    assert said and all(line.startswith("worker 0: epoch 1 step ") for line in said)
+    assert len(said) == len(set(said)) >= 2  # each new line once, as it came
