@@ -331,33 +331,3 @@ def test_an_interrupted_ray_run_says_nothing_was_written(_exported, tmp_path, mo
     result = _one_text_through_the_cli(_exported, tmp_path)
     assert result.exit_code == 130 and "interrupted: nothing written to" in result.output
 
-
-def test_ctrl_c_to_the_process_group_stops_a_ray_run_and_leaves_nothing(_exported, tmp_path):
-    """A terminal's Ctrl-C reaches senti and Ray's processes alike: the run stops at once (exit 130, one line), no
-    part of the output is left under any name, and no Ray process outlives it."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    import psutil
-
-    out, _ = _exported
-    src = tmp_path / "big.jsonl"
-    src.write_text("".join(json.dumps({"text": f"第{i}条 质量很好，物流很快"}, ensure_ascii=False) + "\n"
-                           for i in range(200_000)), encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, "-m", "senti.cli", "predict", "--model", str(out), "--engine", "ray",
-                             "--input", str(src), "--output", str(tmp_path / "scored.jsonl")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while not any(p.name.startswith(".scored.jsonl.partial-") for p in tmp_path.iterdir()):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
-        time.sleep(0.2)
-    tree = psutil.Process(proc.pid).children(recursive=True)
-    os.killpg(proc.pid, signal.SIGINT)
-    said, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "interrupted: nothing written to" in said, said
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.jsonl"]
-    _, alive = psutil.wait_procs(tree, timeout=30)
-    assert not alive
