@@ -65,6 +65,7 @@ def main(argv=None) -> dict:
 
     quiet_libraries()
     from senti.core.checkpoint import load_checkpoint
+    from senti.core.scores import softmax
     from senti.toolkit.data.batching import encode_texts
     from senti.toolkit.data.splits import load_splits
     from senti.toolkit.evaluation.baseline import baseline_probabilities, fit_baseline
@@ -97,9 +98,7 @@ def main(argv=None) -> dict:
         if set(args.strategies.split(",")) == {"random"}:  # random picks need no scores of the pool
             probs = np.full((len(splits.train), len(labels)), 1 / len(labels))
         else:
-            _, pool_logits = accuracy(args.model, splits.train)
-            probs = np.exp(pool_logits - pool_logits.max(1, keepdims=True))
-            probs /= probs.sum(1, keepdims=True)
+            probs = softmax(accuracy(args.model, splits.train)[1])
         entry: dict = {"texts": {k: len(v) for k, v in scored.items()}, "pool": len(splits.train),
                  "before": {k: accuracy(args.model, v)[0] for k, v in scored.items()},
                  "baseline_old": {k: baseline_accuracy(old.train, v, labels) for k, v in scored.items()},

@@ -188,13 +188,18 @@ def _watch(cmd: list[str], log_dir: Path, cluster: Cluster, env: dict | None = N
 def _last_line(log: Path) -> str:
     """The last non-blank line of a worker's log (its end only is read), or ""."""
     try:
-        with open(log, "rb") as fh:
-            fh.seek(max(0, log.stat().st_size - 4096))
-            tail = fh.read().decode("utf-8", "replace")
+        tail = _log_tail(log, 4096)
     except OSError:
         return ""
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
     return lines[-1][:300] if lines else ""
+
+
+def _log_tail(log: Path, size: int) -> str:
+    """The last `size` bytes of a log, as text."""
+    with open(log, "rb") as fh:
+        fh.seek(max(0, log.stat().st_size - size))
+        return fh.read().decode("utf-8", "replace")
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -235,9 +240,7 @@ def _failure(config, log_dir: Path, code: int, cluster: Cluster) -> str:
         if message:
             return message
     for path in sorted(log_dir.glob("workerlog.*")):
-        with open(path, "rb") as fh:
-            fh.seek(max(0, path.stat().st_size - 8192))
-            tail = fh.read().decode("utf-8", "replace")
+        tail = _log_tail(path, 8192)
         if "gloo" in tail and any(mark in tail for mark in PEER_LOST):
             return f"node {cluster.node_rank}, worker {path.name.split('.')[-1]}: {peer_lost(config.output_dir)}"
     return f"data-parallel {config.KIND} failed (exit {code}); worker logs in {log_dir}"

@@ -110,9 +110,10 @@ class LabelJob:
         by each append's close.)"""
         import fcntl
 
-        if self.log_path.exists() and self.log_path.stat().st_nlink > 1:  # two names: two lock files
-            raise DataError(f"{self.log_path}: this labels file has {self.log_path.stat().st_nlink} hard links; "
-                            "give a file with one name, so one server at a time can hold it")
+        links = self.log_path.stat().st_nlink if self.log_path.exists() else 1
+        if links > 1:  # two names: two lock files
+            raise DataError(f"{self.log_path}: this labels file has {links} hard links; give a file with one name, "
+                            "so one server at a time can hold it")
         real = self.log_path.resolve()  # a symbolic link and its target share one lock
         lock_path = real.with_name(f".{real.name}.lock")
         handle = open(lock_path, "a+")  # noqa: SIM115 - kept open for the job's life

@@ -48,7 +48,7 @@ def refuse_existing(out_dir: Path, overwrite: bool) -> None:
 def _senti_wrote(path: Path) -> bool:
     """Whether a file named as a run's is a run's: its JSON records say who wrote them (metrics) or hold a run's
     settings (configs); a user's own metrics.json is not senti's to replace. Other run files are taken by name."""
-    if path.suffix != ".json" or path.name == layout.LAUNCH_LOGS:
+    if path.suffix != ".json":
         return True
     import json
 

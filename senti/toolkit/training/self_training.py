@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from senti.core.scores import softmax
 from senti.toolkit.data.splits import Example
 
 SCORED_PER_KEPT = 4  # pool texts scored for each pseudo-labelled row wanted
@@ -34,9 +35,7 @@ def pseudo_labelled(model, tokenizer, texts: list[str], labels: list[str], max_l
 
     if not texts or most == 0:
         return [], {"scored": len(texts), "kept": 0}
-    logits = predict_logits(model, encode_texts(tokenizer, texts, max_len)[0])
-    shifted = np.exp(logits - logits.max(1, keepdims=True))
-    probs = shifted / shifted.sum(1, keepdims=True)
+    probs = softmax(predict_logits(model, encode_texts(tokenizer, texts, max_len)[0]))
     kept = confident_rows(probs, confidence, most)
     rows = [Example(texts[i], labels[int(probs[i].argmax())], f"unlabeled:{i + 1}") for i in kept]
     per_label = {lab: sum(r.label == lab for r in rows) for lab in labels}
