@@ -38,10 +38,10 @@ def main(argv=None) -> list[dict]:
     from senti.benchmarks.timing import environment
     from senti.benchmarks.train_bench import bench_training
     from senti.core.checkpoint import load_checkpoint
+    from senti.kernels import bf16
     from senti.toolkit.data.batching import encode_texts
     from senti.toolkit.data.splits import load_splits
     from senti.toolkit.logs import quiet_libraries
-    from senti.toolkit.training import bf16
 
     quiet_libraries()
     if (why := bf16.why_not()) is not None:

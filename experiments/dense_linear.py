@@ -40,7 +40,7 @@ def main(argv=None) -> dict:
 
     configure_runtime()
     paddle = import_paddle()
-    from senti.toolkit.training.cpu_kernels import Dense
+    from senti.kernels.cpu_kernels import Dense
 
     report: dict = {"cpu": cpu_info()["model"], "flags": cpu_info()["flags"], "tokens": args.tokens, "ms": {}}
     for n_in, n_out in ((args.hidden, args.inner), (args.inner, args.hidden), (args.hidden, args.hidden)):

@@ -66,10 +66,10 @@ def paddle_ops() -> dict:
 
 
 def senti_ops() -> dict:
-    """The same operators through senti's C kernels (senti.toolkit.training.native), where senti has one; the
+    """The same operators through senti's C kernels (senti.kernels.native), where senti has one; the
     attention core reads its heads in place from [32, 128, 312] (x as query, key and value), so it has no head
     split to time."""
-    from senti.toolkit.training import native
+    from senti.kernels import native
 
     if native.load() is None:
         return {}

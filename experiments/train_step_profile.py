@@ -58,7 +58,7 @@ def main(argv=None) -> None:
             if isinstance(layer, paddle.nn.MultiHeadAttention):
                 layer.dropout = 0.0
     if args.kernels != "paddle":  # as senti train's Run does on a CPU
-        from senti.toolkit.training.cpu_kernels import use_cpu_kernels
+        from senti.kernels.cpu_kernels import use_cpu_kernels
 
         use_cpu_kernels(run.model, 0, dropout=args.kernels != "linear", use_native=args.kernels == "senti")
     run.model.train()

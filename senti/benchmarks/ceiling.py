@@ -101,7 +101,7 @@ def onednn_bf16_matmul(size: int) -> float:
     """Seconds of one [size, size] @ [size, size] in bfloat16 (float32 out) by the oneDNN GEMM of senti's CPU --amp."""
     import paddle
 
-    from senti.toolkit.training import bf16
+    from senti.kernels import bf16
 
     a, b = (bf16.to_bf16(paddle.randn([size, size])) for _ in range(2))
     return best_seconds(lambda: bf16.gemm(a, b, False, False))

@@ -92,7 +92,7 @@ class BenchContext:
 
 def precisions_for(config: BenchConfig) -> list[str]:
     if config.target == "cpu":  # Paddle's AMP does nothing on a CPU; senti's bf16 Linears do (bf16.py)
-        from senti.toolkit.training import bf16
+        from senti.kernels import bf16
 
         amp = ["bf16"] if bf16.why_not() is None else []
         return {"off": ["fp32"], "on": amp or ["fp32"], "both": ["fp32", *amp]}[config.amp]

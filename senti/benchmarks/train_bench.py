@@ -104,7 +104,7 @@ def _trainable(model, mode: str, precision: str, device: str):
     model.train()
     net = model
     if mode == "dynamic" and device == "cpu":  # senti train's default path on a CPU
-        from senti.toolkit.training.cpu_kernels import use_cpu_kernels
+        from senti.kernels.cpu_kernels import use_cpu_kernels
 
         use_cpu_kernels(model, 0, bf16=precision == "bf16")
     if mode == "to_static":
@@ -176,7 +176,7 @@ def bench_pretraining(model_config, encoded, shape: dict, batch: int, steps: int
     for head in ("masked positions", "every position"):
         model = ErnieForMaskedLM(model_config)
         if device == "cpu":  # as senti pretrain trains on a CPU
-            from senti.toolkit.training.cpu_kernels import use_cpu_kernels
+            from senti.kernels.cpu_kernels import use_cpu_kernels
 
             use_cpu_kernels(model, 0)
         optimizer = paddle.optimizer.AdamW(learning_rate=1e-4, parameters=model.parameters())

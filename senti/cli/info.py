@@ -34,10 +34,10 @@ def info():
             else "no faster than fp32 (no VNNI): auto serves fp32")
     table.add_row("cpu flags", f"{', '.join(flags) or 'none of ' + ', '.join(RECORDED_FLAGS)}; INT8 {int8}")
     table.add_row("threads", f"OMP {runtime['omp_num_threads']}, MKL_DEBUG_CPU_TYPE={runtime['mkl_debug_cpu_type']}")
-    from senti.toolkit.training import native
+    from senti.kernels import native
 
     table.add_row("CPU training kernels", native.status())
-    from senti.toolkit.training import bf16
+    from senti.kernels import bf16
 
     why = bf16.why_not(flags)
     table.add_row("CPU --amp", "bfloat16 Linears (oneDNN)" if why is None else f"fp32 ({why})")

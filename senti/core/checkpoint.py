@@ -33,6 +33,7 @@ class CheckpointMeta(ArtifactMeta):
     dev: dict | None = None  # the evaluation this checkpoint was kept for
     lineage: dict | None = None  # continued from: parent checkpoint (path, version), new and replayed datasets
     precision: str | None = None
+    kernels: str | None = None  # the CPU training kernels that trained it and why (metrics.json's `kernels`)
     parallel: dict | None = None  # {world_size, nodes} of the run that wrote it
 
     def problem(self) -> str | None:

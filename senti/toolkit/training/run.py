@@ -97,7 +97,7 @@ def resolve_precision(config: RunConfig, device: str, say) -> str:
 
 def _cpu_precision(dtype: str, say) -> str:
     """bf16 where this CPU and Paddle's oneDNN can multiply in bfloat16 (bf16.py), else fp32, saying why."""
-    from senti.toolkit.training import bf16
+    from senti.kernels import bf16
 
     why = "float16 has no fast path on a CPU (use --amp-dtype bfloat16)" if dtype == "float16" else bf16.why_not()
     if why is not None:
@@ -247,16 +247,16 @@ class Run(Generic[Settings]):
         self.prepare()
         kernels = None  # on an accelerator, Paddle's own
         if self.device == "cpu":  # senti's C kernels (or its Python ones): Paddle's CPU kernels are slow
-            from senti.toolkit.training.cpu_kernels import kernels_that_run, use_cpu_kernels
+            from senti.kernels.cpu_kernels import kernels_that_run, use_cpu_kernels
 
             switched = use_cpu_kernels(self.model, self.config.seed + self.rank, bf16=self.precision == "bf16")
             kernels = kernels_that_run(switched)
+        self.metrics.kernels = kernels  # senti.json's too, at each save
         if self.world > 1:
             join(self.agreement())
             self.net = paddle.DataParallel(self.model)  # starts every replica from rank 0's weights
         self.loop()
         self.metrics.workers = census(self.model, self.step, self.world)
-        self.metrics.kernels = kernels
         if self.main:
             self.finish()
         if self.metrics.interrupted:
@@ -593,5 +593,6 @@ class ClassifierRun(Run[Classifier]):
         extra = {layout.TRAIN_TEXT_HASHES: hashes_writer(self.train_hashes)}
         if self.heldout_hashes is not None:
             extra[layout.HELDOUT_TEXT_HASHES] = hashes_writer(self.heldout_hashes)
-        save_checkpoint(self.model, self.tokenizer, self.out, replace(self.meta, dev=record, precision=self.precision),
+        save_checkpoint(self.model, self.tokenizer, self.out, replace(self.meta, dev=record, precision=self.precision,
+                                                                     kernels=self.metrics.kernels),
                         self.config, extra=extra)

@@ -283,7 +283,7 @@ def test_pretrain_says_how_far_tokenizing_is(tmp_path, monkeypatch):
 
 def test_pretrain_amp_multiplies_in_bfloat16_where_the_cpu_can(tmp_path):
     # --amp was a classifier setting only: pretraining, the longest run senti has, could not use bfloat16.
-    from senti.toolkit.training import bf16
+    from senti.kernels import bf16
 
     corpus = [str(_corpus(tmp_path / "reviews.txt"))]
     plain, _ = _pretrain(tmp_path / "fp32", corpus, max_steps=3, save_every=3)

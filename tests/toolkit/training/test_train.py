@@ -26,6 +26,10 @@ def test_training_writes_metrics_curves_and_a_loadable_checkpoint(tiny_checkpoin
     ckpt, data = tiny_checkpoint
     metrics = json.loads((ckpt / layout.METRICS).read_text(encoding="utf-8"))
     assert metrics["precision"] == "fp32" and metrics["device"] == "cpu"
+    from senti.kernels import native
+
+    said = json.loads((ckpt / layout.CHECKPOINT_META).read_text(encoding="utf-8"))["kernels"]
+    assert said == metrics["kernels"] == native.status()  # senti.json says which kernels trained it too
     assert metrics["versions"]["paddle"].startswith("3.")
     assert metrics["runtime"]["omp_num_threads"]
     assert [e["epoch"] for e in metrics["epochs"]] == [1, 2]

@@ -1,10 +1,11 @@
-"""senti's C training kernels (kernels.c beside this file): built on first use, called on Paddle tensors' buffers.
+"""senti's C training kernels (kernels.c beside this file), called on Paddle tensors' buffers.
 
-`load()` compiles kernels.c with the machine's C compiler (`$CC`, else `cc`) against the MKL inside Paddle's wheel,
-once per source, compiler and CPU, into senti's cache folder (`$SENTI_CACHE`, else `~/.cache/senti`), and returns
-the library; where there is no compiler or the build fails it returns None and says why once, and senti trains with
-its Python kernels instead (cpu_kernels.py). The build is the project's own source, compiled by the user's own
-compiler on first use: nothing downloaded, nothing executed from the data a run reads.
+`load()` returns the library: the one built at install (setup.py puts it beside this file) when it is there, safe
+(`unsafe`) and built from this kernels.c; else kernels.c compiled on first use with the machine's C compiler (`$CC`,
+else `cc`; build.py's flags), once per source and compiler, into senti's cache folder (`$SENTI_CACHE`, else
+`~/.cache/senti`). Where neither can be had it returns None and says why once, and senti trains with its Python
+kernels instead (cpu_kernels.py). Either library is the project's own source, compiled by the user's own compiler:
+nothing downloaded, nothing executed from the data a run reads.
 
 The PyLayers below wrap each forward/backward pair of the library for Paddle's autograd. Every tensor handed to the
 library is float32 and contiguous (made so when not); outputs are allocated by Paddle, so Paddle owns all memory.
@@ -15,27 +16,27 @@ from __future__ import annotations
 import atexit
 import ctypes
 import hashlib
-import json
 import logging
 import os
-import shlex
 import shutil
 import stat
 import subprocess
 import tempfile
 from functools import lru_cache
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import numpy as np
 import paddle
 from paddle.autograd import PyLayer
 
-from senti.core.runtime import cpu_info, paddle_mkl_path
+from senti.core.runtime import paddle_mkl
+from senti.kernels.build import FLAGS, SOURCE, compile_library, compiler, source_digest
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("kernels.c")
-FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC"]
+# built at install by setup.py (a setuptools extension without Python in it: ctypes loads it)
+INSTALLED = Path(__file__).with_name("_senti_kernels" + EXTENSION_SUFFIXES[0])
 
 _f = ctypes.c_void_p  # a buffer
 _n = ctypes.c_int64
@@ -43,6 +44,7 @@ _i = ctypes.c_int
 _x = ctypes.c_float
 _u = ctypes.c_uint64
 SIGNATURES = {
+    "senti_use_gemm": [_f],
     "senti_dropout_fwd": [_f, _f, _f, _n, _x, _u],
     "senti_dropout_bwd": [_f, _f, _f, _n, _x],
     "senti_to_bf16": [_f, _f, _n],
@@ -100,16 +102,8 @@ def build(folder: Path | None = None) -> Path:
     """Compile kernels.c into `folder` (the cache folder) unless already built; return the library's path. A cache
     folder that is not safe (`unsafe`) is not used: the library is built in a private folder, with a warning.
     Raises RuntimeError with the compiler's first error line when the build fails."""
-    command = shlex.split(os.environ.get("CC") or "cc")  # CC may carry flags ("gcc -O2"), as make's does
-    compiler = command[0] if command else "cc"
-    if shutil.which(compiler) is None:
-        raise RuntimeError(f"no C compiler ({compiler!r} not found on PATH)")
-    library = paddle_mkl_path()
-    if library is None:
-        raise RuntimeError("this Paddle wheel has no MKL (libs/libmklml_intel.so)")
-    mkl = library.parent
-    key = hashlib.sha256("\n".join([SOURCE.read_text(), " ".join(command), " ".join(FLAGS), str(mkl),
-                                    json.dumps(cpu_info())]).encode()).hexdigest()[:16]
+    command = compiler()
+    key = hashlib.sha256("\n".join([SOURCE.read_text(), " ".join(command), " ".join(FLAGS)]).encode()).hexdigest()[:16]
     folder = folder or cache_folder()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     why = unsafe(folder)
@@ -121,30 +115,57 @@ def build(folder: Path | None = None) -> Path:
         return found
     with tempfile.TemporaryDirectory(dir=folder) as tmp:  # built aside, then renamed: never half-written
         built = Path(tmp) / "kernels.so"
-        argv = [*command, *FLAGS, str(SOURCE), "-o", str(built), f"-L{mkl}", f"-l:{library.name}",
-                f"-Wl,-rpath,{mkl}", "-lmvec", "-lm"]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
-            raise RuntimeError(f"building {SOURCE.name} failed: {first}")
+        compile_library(built)
         built.chmod(0o755)
         target = folder / f"senti-kernels-{key}-{_digest(built)}.so"
         os.replace(built, target)
     return target
 
 
+def _open(path: Path) -> ctypes.CDLL:
+    """The library at `path`, its signatures declared and MKL's batched sgemm handed to it. Raises RuntimeError
+    when it was built from another kernels.c or Paddle's wheel has no MKL; OSError or AttributeError when it is not
+    a library with senti's symbols."""
+    library = ctypes.CDLL(str(path))
+    library.senti_source_digest.restype = ctypes.c_char_p
+    if library.senti_source_digest().decode() != source_digest():
+        raise RuntimeError(f"{path.name} was built from another kernels.c")
+    for name, arguments in SIGNATURES.items():
+        function = getattr(library, name)
+        function.argtypes = arguments
+        function.restype = None
+    mkl = paddle_mkl()
+    if mkl is None:
+        raise RuntimeError("this Paddle wheel has no MKL (libs/libmklml_intel.so)")
+    library.senti_use_gemm(ctypes.cast(mkl.cblas_sgemm_batch, ctypes.c_void_p))
+    return library
+
+
+def _installed_library() -> tuple[ctypes.CDLL, str] | None:
+    """The library built at install, where it is there, safe and built from this kernels.c (an editable install's
+    stays behind when kernels.c changes); else None, saying why when it is there."""
+    if not INSTALLED.is_file():
+        return None
+    why = unsafe(INSTALLED)
+    if why is None:
+        try:
+            return _open(INSTALLED), f"{INSTALLED.name}, built at install"
+        except (RuntimeError, OSError, AttributeError) as error:
+            why = str(error).splitlines()[0]
+    log.warning("senti's kernels built at install are not used (%s); building them here", why)
+    return None
+
+
 @lru_cache(maxsize=1)
 def load():
-    """The C kernels' library, or None (with one warning saying why) where they cannot be built here."""
+    """The C kernels' library, or None (with one warning saying why) where they cannot be had here."""
     if kernels_off():
         return None
     try:
-        path = build()
-        library = ctypes.CDLL(str(path))
-        for name, arguments in SIGNATURES.items():
-            function = getattr(library, name)  # AttributeError: a library without senti's symbols
-            function.argtypes = arguments
-            function.restype = None
+        found = None if built_on_first_use_only() else _installed_library()
+        if found is None:
+            path = build()
+            found = _open(path), f"{path.name}, built on first use"
     except (RuntimeError, OSError, AttributeError, subprocess.TimeoutExpired) as error:
         why = str(error).splitlines()[0] if str(error) else type(error).__name__
         if kernels_required():
@@ -152,7 +173,8 @@ def load():
         _STATUS.update(path="python", why=why)
         log.warning("senti's C training kernels are off (%s); training uses the Python kernels", why)
         return None
-    _STATUS.update(path="c", why=path.name)
+    library, how = found
+    _STATUS.update(path="c", why=how)
     return library
 
 
@@ -163,6 +185,12 @@ OFF_WORDS = ("0", "false", "no", "off")
 def kernels_off() -> bool:
     """SENTI_NATIVE_KERNELS=0 (or false, no, off, in any case) chooses the Python kernels."""
     return os.environ.get("SENTI_NATIVE_KERNELS", "1").strip().lower() in OFF_WORDS
+
+
+def built_on_first_use_only() -> bool:
+    """SENTI_NATIVE_KERNELS=build: the library built at install is passed over and kernels.c compiled on first use
+    (the fallback's own check, or a library built at install that is suspected)."""
+    return os.environ.get("SENTI_NATIVE_KERNELS", "").strip().lower() == "build"
 
 
 def kernels_required() -> bool:

@@ -1,4 +1,4 @@
-/* Every kernel of senti/toolkit/training/kernels.c called once on small odd shapes, built with AddressSanitizer and
+/* Every kernel of senti/kernels/kernels.c called once on small odd shapes, built with AddressSanitizer and
  * UndefinedBehaviorSanitizer by test_kernel_sanitizers.py: a read or write past a buffer, or undefined behaviour,
  * stops the program with the sanitizer's report. Each buffer is its own allocation of exactly the size the kernel's
  * comment gives, so an overrun lands in ASan's red zone. A few values are checked so a kernel that does nothing
@@ -8,6 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* MKL's batched sgemm (the program links Paddle's MKL), handed to the kernels as native.py does */
+void cblas_sgemm_batch(int layout, const int *trans_a, const int *trans_b, const int *m, const int *n, const int *k,
+                       const float *alpha, const float **a, const int *lda, const float **b, const int *ldb,
+                       const float *beta, float **c, const int *ldc, int group_count, const int *group_size);
+void senti_use_gemm(void *batched_sgemm);
 void senti_dropout_fwd(const float *x, float *y, uint8_t *keep, int64_t n, float p, uint64_t seed);
 void senti_dropout_bwd(const float *dy, const uint8_t *keep, float *dx, int64_t n, float p);
 void senti_to_bf16(const float *x, uint16_t *y, int64_t n);
@@ -81,6 +86,7 @@ static void attention(float p) {
 }
 
 int main(void) {
+    senti_use_gemm((void *)cblas_sgemm_batch);
     elementwise();
     attention(0.0f);
     attention(0.25f);

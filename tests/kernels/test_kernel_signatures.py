@@ -8,10 +8,11 @@ import re
 
 import pytest
 
-from senti.toolkit.training import native
+from senti.kernels import native
 
 C_TYPES = {"int64_t": ctypes.c_int64, "int": ctypes.c_int, "float": ctypes.c_float, "uint64_t": ctypes.c_uint64}
 PROTOTYPE = re.compile(r"^void (senti_\w+)\(([^)]*)\)\s*\{", re.M)
+EXPORTED = re.compile(r"^[a-z].*\b(senti_\w+)\(", re.M)  # every function kernels.c exports, whatever it returns
 
 
 def _binding(parameter: str):
@@ -34,6 +35,11 @@ def test_every_exported_kernel_has_its_binding_and_every_binding_its_kernel():
         assert native.SIGNATURES[name] == arguments, name
 
 
+def test_only_the_source_digest_is_exported_beside_the_bound_kernels():
+    """A new non-void export would escape the check above: only `senti_source_digest` (read by native._open) may."""
+    assert set(EXPORTED.findall(native.SOURCE.read_text())) - set(native.SIGNATURES) == {"senti_source_digest"}
+
+
 def test_the_check_catches_a_binding_that_drifted():
     source = native.SOURCE.read_text().replace("void senti_gelu_fwd(const float *x, float *y, int64_t n)",
                                                "void senti_gelu_fwd(const float *x, float *y, int n)")
@@ -44,7 +50,7 @@ def test_a_required_kernel_that_does_not_build_fails_instead_of_falling_back(tmp
     monkeypatch.setenv("SENTI_REQUIRE_KERNELS", "1")
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     monkeypatch.setenv("SENTI_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("SENTI_NATIVE_KERNELS", raising=False)
+    monkeypatch.setenv("SENTI_NATIVE_KERNELS", "build")  # not the library built at install
     native.load.cache_clear()
     try:
         with pytest.raises(RuntimeError, match="SENTI_REQUIRE_KERNELS is set and senti's C kernels are off: no C"):

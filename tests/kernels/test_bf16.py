@@ -8,7 +8,7 @@ import numpy as np
 import paddle
 import pytest
 
-from senti.toolkit.training import bf16, native
+from senti.kernels import bf16, native
 from senti.toolkit.training.config import TrainConfig
 
 HERE = bf16.why_not()
@@ -64,7 +64,7 @@ def test_an_ernie_learns_in_bfloat16_as_in_float32():
     import paddle.nn.functional as F
     from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
-    from senti.toolkit.training.cpu_kernels import use_cpu_kernels
+    from senti.kernels.cpu_kernels import use_cpu_kernels
 
     data = np.random.default_rng(8)
     ids, labels = paddle.to_tensor(data.integers(1, 60, (16, 9))), paddle.to_tensor(data.integers(0, 2, 16))

@@ -22,7 +22,7 @@ import paddle
 from paddle.autograd import PyLayer
 
 from senti.core.runtime import cpu_info, paddle_dnnl_path
-from senti.toolkit.training import native
+from senti.kernels import native
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 _L = ctypes.c_int64

@@ -7,7 +7,7 @@ import numpy as np
 import paddle
 import pytest
 
-from senti.toolkit.training.cpu_kernels import MaskDropout, use_cpu_kernels
+from senti.kernels.cpu_kernels import MaskDropout, use_cpu_kernels
 
 
 def _step(layer, x, grad):

@@ -3,12 +3,15 @@ gradients, dropout's statistics and seeds, the build's cache and its fallback.""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import paddle
 import paddle.nn.functional as F
 import pytest
 
-from senti.toolkit.training import native
+from senti.kernels import native
 
 pytestmark = pytest.mark.skipif(native.load() is None, reason="senti's C kernels do not build here")
 
@@ -136,7 +139,7 @@ def test_an_ernie_trains_the_same_with_the_c_kernels():
     """Ten AdamW steps of a small ERNIE without dropout from one start: the C kernels end where Paddle's do."""
     from paddlenlp.transformers import ErnieConfig, ErnieForSequenceClassification
 
-    from senti.toolkit.training.cpu_kernels import use_cpu_kernels
+    from senti.kernels.cpu_kernels import use_cpu_kernels
 
     def train(kernels: bool):
         paddle.seed(6)
@@ -178,11 +181,11 @@ def test_without_a_compiler_training_falls_back_to_the_python_kernels_with_one_l
     import sys
 
     script = ("import paddle\n"
-              "from senti.toolkit.training.cpu_kernels import use_cpu_kernels\n"
+              "from senti.kernels.cpu_kernels import use_cpu_kernels\n"
               "layer = paddle.nn.TransformerEncoderLayer(16, 2, 32, activation='gelu')\n"
               "print(use_cpu_kernels(layer, 0))\n")
     env = {**{k: v for k, v in os.environ.items() if k != "SENTI_REQUIRE_KERNELS"},  # the fallback, where not required
-           "CC": "no-such-compiler-here", "SENTI_CACHE": str(tmp_path)}
+           "CC": "no-such-compiler-here", "SENTI_CACHE": str(tmp_path), "SENTI_NATIVE_KERNELS": "build"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "'layer_norm': 0" in done.stdout and "'attention': 1" in done.stdout and "'linear': 6" in done.stdout
@@ -192,7 +195,7 @@ def test_without_a_compiler_training_falls_back_to_the_python_kernels_with_one_l
 
 def test_a_float64_model_gets_the_python_kernels_and_stays_float64():
     """The C kernels read float32 buffers: a float64 model switched to them would have mixed types."""
-    from senti.toolkit.training.cpu_kernels import use_cpu_kernels
+    from senti.kernels.cpu_kernels import use_cpu_kernels
 
     paddle.seed(15)
     model = paddle.nn.Sequential(paddle.nn.Linear(6, 8), paddle.nn.GELU(), paddle.nn.LayerNorm(8))
@@ -245,9 +248,9 @@ def test_a_library_planted_in_an_unsafe_cache_is_never_loaded(tmp_path, how):
         for entry in (shared / "kernels").iterdir():
             os.chown(entry, 65534, 65534)
     mark = tmp_path / "mark"
-    script = ("from senti.toolkit.training import native\nlib = native.load()\n"
+    script = ("from senti.kernels import native\nlib = native.load()\n"
               "print('LOADED', lib is not None, native.status())\n")
-    env = {**os.environ, "SENTI_CACHE": str(shared), "PLANTED_MARK": str(mark)}
+    env = {**os.environ, "SENTI_CACHE": str(shared), "PLANTED_MARK": str(mark), "SENTI_NATIVE_KERNELS": "build"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert not mark.exists(), "the planted library ran"
@@ -283,3 +286,87 @@ def test_a_compiler_given_with_flags_is_used_as_make_would(tmp_path, monkeypatch
     monkeypatch.setenv("CC", "cc -O2")
     built = native.build(tmp_path)
     assert built.is_file() and built.parent == tmp_path
+
+
+ROOT = native.SOURCE.parents[2]
+
+
+def _wheel_build(tmp_path, **env) -> tuple[subprocess.CompletedProcess, list]:
+    """senti's wheel built as pip installs it (setup.py's build of the kernels included), into `tmp_path`: what
+    ran and the libraries the wheel holds, extracted."""
+    import os
+    import sys
+    import zipfile
+
+    argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    libraries = []
+    for wheel in tmp_path.glob("senti-*.whl"):
+        with zipfile.ZipFile(wheel) as archive:
+            libraries += [Path(archive.extract(name, tmp_path / "lib")) for name in archive.namelist()
+                          if name.endswith(".so")]
+    return done, libraries
+
+
+def test_the_build_at_install_is_loaded_and_said(tmp_path, monkeypatch):
+    done, built = _wheel_build(tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [p.name for p in built] == [native.INSTALLED.name] and built[0].parent.name == "kernels"
+    monkeypatch.setattr(native, "INSTALLED", built[0])
+    found = native._installed_library()
+    assert found is not None
+    library, how = found
+    assert how == f"{native.INSTALLED.name}, built at install"
+    x = paddle.randn([5, 7])
+    y = paddle.empty_like(x)
+    library.senti_gelu_fwd(x.data_ptr(), y.data_ptr(), x.size)
+    np.testing.assert_allclose(y.numpy(), paddle.nn.functional.gelu(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_without_a_compiler_the_install_goes_on_and_says_so(tmp_path):
+    done, built = _wheel_build(tmp_path, CC="no-such-compiler-here")
+    assert done.returncode == 0 and built == [], done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("fault", ["another kernels.c", "writable by others"])
+def test_a_library_built_at_install_that_is_stale_or_unsafe_is_passed_over(tmp_path, monkeypatch, caplog, fault):
+    """An editable install keeps its library when kernels.c changes: a library built from another source is not
+    loaded (its digest differs), nor one others can write; senti builds on first use instead."""
+    from senti.kernels import build
+
+    library = tmp_path / "lib" / native.INSTALLED.name
+    library.parent.mkdir(mode=0o755)
+    source = tmp_path / "kernels.c"
+    source.write_text(native.SOURCE.read_text() + ("\n/* changed */\n" if fault == "another kernels.c" else ""))
+    build.compile_library(library, source)
+    if fault == "writable by others":
+        library.chmod(0o777)
+    monkeypatch.setattr(native, "INSTALLED", library)
+    assert native._installed_library() is None
+    said = "was built from another kernels.c" if fault == "another kernels.c" else "can be written by others"
+    assert said in caplog.text and "building them here" in caplog.text
+
+
+def test_each_kernel_is_cloned_for_the_cpu_it_runs_on_not_built_for_the_builders():
+    """No -march=native: each kernel is an indirect function (GCC's target_clones) that picks x86-64-v4, v3 or the
+    baseline at load, so a library built at install on one machine runs on another."""
+    import platform
+    import shutil
+
+    from senti.kernels import build
+
+    assert not any(flag.startswith("-march") for flag in build.FLAGS)
+    library = native.load()._name
+    if platform.machine() != "x86_64" or shutil.which("nm") is None:
+        pytest.skip("clones are made on x86-64, and read here with binutils' nm")
+    symbols = subprocess.run(["nm", "-D", library], capture_output=True, text=True, check=True).stdout.split("\n")
+    kinds = {line.split()[-1]: line.split()[-2] for line in symbols if line.strip() and " senti_" in line}
+    kernels = [name for name in native.SIGNATURES if name != "senti_use_gemm"]
+    assert all(kinds[name] == "i" for name in kernels), kinds
+
+
+def test_where_kernels_are_required_the_library_built_at_install_is_the_one_loaded():
+    """CI installs a compiler before `make venv`: its install must have built the kernels, not left it to first use."""
+    if not native.kernels_required():
+        pytest.skip("SENTI_REQUIRE_KERNELS is not set")
+    assert native.INSTALLED.is_file() and native.status().endswith("built at install)"), native.status()

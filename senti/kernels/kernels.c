@@ -1,10 +1,14 @@
 /* senti's CPU training kernels: float32, contiguous row-major tensors, forward and backward.
  *
- * Built on first use by senti/toolkit/training/native.py (cc -O3 -march=native -fopenmp-simd) and called through
- * ctypes on the buffers of Paddle tensors. Each replaces Paddle CPU kernels that measured far slower than PyTorch's on
- * the same shapes (docs/results/training-speed.md): a Linear's bias and its gradient, GELU, layer norm, dropout, and
- * the attention core, whose heads are read and written in place inside [batch, tokens, heads x head width] by MKL's
- * batched sgemm (from Paddle's wheel), so no head is split, transposed or merged by a copy.
+ * Built ahead of time at install where a C compiler is there (setup.py), else on first use (native.py), with the
+ * flags of build.py: no -march=native; each exported kernel is compiled for x86-64-v4 (AVX-512), v3 (AVX2, FMA) and
+ * the baseline, and the loader picks the clone this CPU runs (GCC's target_clones, resolved once at load). Called
+ * through ctypes on the buffers of Paddle tensors (native.py; docs/results/training-speed.md measures each).
+ *
+ * Each kernel covers a gap in Paddle's CPU build (3.0-3.3), named above it with its time against PyTorch's (same CPU,
+ * shapes and threads; docs/results/training-speed.md): when Paddle closes that gap, the kernel and its binding can go. The attention core reads and writes its heads in place inside [batch, tokens, heads x head
+ * width] through MKL's batched sgemm (Paddle's wheel has it: native.py hands its address to senti_use_gemm), so no
+ * head is split, transposed or merged by a copy.
  *
  * Threads: the matrix products run on MKL's threads, as Paddle's own do; the element-wise loops run on the calling
  * thread, vectorized. A second thread pool for the loops (OpenMP) measured slower in a whole training step than one
@@ -14,13 +18,35 @@
  * depends on the seed alone.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
-/* MKL's CBLAS (LP64), as exported by Paddle's libmklml_intel.so. */
+#ifndef SENTI_ISA /* -DSENTI_ISA= builds one version for the compiler's target (experiments/kernel_isa.py) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SENTI_ISA __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define SENTI_ISA
+#endif
+#endif
+
+#ifndef SENTI_SOURCE_DIGEST
+#define SENTI_SOURCE_DIGEST "unknown"
+#endif
+
+/* The digest of this file when it was built (build.py passes it): a library built from an older source is not
+ * loaded. */
+const char *senti_source_digest(void) { return SENTI_SOURCE_DIGEST; }
+
+/* MKL's CBLAS batched sgemm (LP64), as exported by Paddle's libmklml_intel.so; its address comes from native.py, so
+ * the library links to no MKL of its own and can be built before Paddle is installed. */
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
-void cblas_sgemm_batch(int layout, const int *trans_a, const int *trans_b, const int *m, const int *n, const int *k,
-                       const float *alpha, const float **a, const int *lda, const float **b, const int *ldb,
-                       const float *beta, float **c, const int *ldc, int group_count, const int *group_size);
+typedef void (*sgemm_batch_fn)(int layout, const int *trans_a, const int *trans_b, const int *m, const int *n,
+                               const int *k, const float *alpha, const float **a, const int *lda, const float **b,
+                               const int *ldb, const float *beta, float **c, const int *ldc, int group_count,
+                               const int *group_size);
+static sgemm_batch_fn sgemm_batch = NULL;
+
+void senti_use_gemm(void *batched_sgemm) { sgemm_batch = (sgemm_batch_fn)batched_sgemm; }
 
 /* glibc's vector math (libmvec) has erff and expf for every SIMD width: this lets the loops below call them. */
 float erff(float) __attribute__((simd("notinbranch")));
@@ -41,6 +67,8 @@ static inline uint32_t drop_threshold(float p) {
 }
 
 /* ---- dropout: y = x * keep / (1 - p) ---- */
+/* Paddle gap: its CPU dropout, forward and backward, 2.3x PyTorch's time on [32, 128, 1248]. */
+SENTI_ISA
 void senti_dropout_fwd(const float *x, float *y, uint8_t *keep, int64_t n, float p, uint64_t seed) {
     const uint32_t threshold = drop_threshold(p);
     const float scale = 1.0f / (1.0f - p);
@@ -52,6 +80,7 @@ void senti_dropout_fwd(const float *x, float *y, uint8_t *keep, int64_t n, float
     }
 }
 
+SENTI_ISA
 void senti_dropout_bwd(const float *dy, const uint8_t *keep, float *dx, int64_t n, float p) {
     const float scale = 1.0f / (1.0f - p);
 #pragma omp simd
@@ -60,6 +89,8 @@ void senti_dropout_bwd(const float *dy, const uint8_t *keep, float *dx, int64_t 
 
 /* ---- bfloat16: y = x rounded to the nearest bfloat16 (ties to even), as the top 16 bits of its float32; a NaN stays
  * a (quiet) NaN. The matrix products in bfloat16 are oneDNN's (bf16.py); this only feeds them. */
+/* Paddle gap: no bfloat16 matmul kernel on CPU, so the cast to feed oneDNN's GEMM is ours. */
+SENTI_ISA
 void senti_to_bf16(const float *x, uint16_t *y, int64_t n) {
     const uint32_t *u = (const uint32_t *)x;
 #pragma omp simd
@@ -71,6 +102,9 @@ void senti_to_bf16(const float *x, uint16_t *y, int64_t n) {
 }
 
 /* ---- a Linear's bias: y[r, :] += bias, and its gradient, the column sums of dy ---- */
+/* Paddle gap: its CPU Linear, forward and backward, 2.7x PyTorch's time; its column sum for the bias's gradient
+ * was slower than the matmul beside it. */
+SENTI_ISA
 void senti_bias_add(float *y, const float *bias, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++) {
         float *yr = y + r * cols;
@@ -79,6 +113,7 @@ void senti_bias_add(float *y, const float *bias, int64_t rows, int64_t cols) {
     }
 }
 
+SENTI_ISA
 void senti_column_sum(const float *dy, float *out, int64_t rows, int64_t cols) {
     for (int64_t j = 0; j < cols; j++) out[j] = 0.0f;
     for (int64_t r = 0; r < rows; r++) {
@@ -89,6 +124,8 @@ void senti_column_sum(const float *dy, float *out, int64_t rows, int64_t cols) {
 }
 
 /* ---- GELU, the exact (erf) form: y = x/2 (1 + erf(x / sqrt 2)) ---- */
+/* Paddle gap: its CPU GELU (erf), forward and backward, 12.1x PyTorch's time. */
+SENTI_ISA
 void senti_gelu_fwd(const float *x, float *y, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
@@ -98,12 +135,15 @@ static inline float gelu_slope(float x) {
     return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) + x * 0.39894228040143268f * expf(-0.5f * x * x);
 }
 
+SENTI_ISA
 void senti_gelu_bwd(const float *x, const float *dy, float *dx, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_slope(x[i]);
 }
 
 /* ---- layer norm over the last axis (width `cols`), with the row means and 1/std kept for the backward ---- */
+/* Paddle gap: its CPU layer norm, forward and backward, 7.6x PyTorch's time. */
+SENTI_ISA
 void senti_layer_norm_fwd(const float *x, const float *gamma, const float *beta, float *y, float *mean, float *rstd,
                           int64_t rows, int64_t cols, float eps) {
     for (int64_t r = 0; r < rows; r++) {
@@ -123,6 +163,7 @@ void senti_layer_norm_fwd(const float *x, const float *gamma, const float *beta,
     }
 }
 
+SENTI_ISA
 void senti_layer_norm_bwd(const float *dy, const float *x, const float *gamma, const float *mean, const float *rstd,
                           float *dx, float *dgamma, float *dbeta, int64_t rows, int64_t cols) {
     for (int64_t j = 0; j < cols; j++) dgamma[j] = dbeta[j] = 0.0f;
@@ -171,12 +212,15 @@ static void every_head(Shape s, int trans_a, int trans_b, int m, int n, int k, f
                        const float **b, int ldb, const float **c, int ldc) {
     const float beta = 0.0f;
     const int count = s.batch * s.heads;
-    cblas_sgemm_batch(ROW_MAJOR, &trans_a, &trans_b, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, (float **)c, &ldc, 1,
+    sgemm_batch(ROW_MAJOR, &trans_a, &trans_b, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, (float **)c, &ldc, 1,
                       &count);
 }
 
 /* Scratch, allocated by the caller (Paddle): `weights`, [batch, heads, tokens, tokens] floats when p > 0 (the dropped
  * probabilities; unused otherwise), and `slots`, room for 6 (forward) or 9 (backward) x batch x heads addresses. */
+/* Paddle gap: MultiHeadAttention's core 1.5x PyTorch's time on CPU, and its split of the heads (reshape,
+ * transpose) 121x. */
+SENTI_ISA
 void senti_attention_fwd(const float *q, const float *k, const float *v, const float *mask, float *out, float *probs,
                          uint8_t *keep, float *weights, const float **slots, int batch, int tokens, int heads,
                          int width, float scale, float p, uint64_t seed) {
@@ -213,6 +257,7 @@ void senti_attention_fwd(const float *q, const float *k, const float *v, const f
 
 /* Scratch, allocated by the caller: `grad`, [batch, heads, tokens, tokens] floats; `weights`, the same when p > 0;
  * `slots`, room for 9 x batch x heads addresses. */
+SENTI_ISA
 void senti_attention_bwd(const float *dout, const float *q, const float *k, const float *v, const float *probs,
                          const uint8_t *keep, float *dq, float *dk, float *dv, float *grad, float *weights,
                          const float **slots, int batch, int tokens, int heads, int width, float scale, float p) {

@@ -33,7 +33,7 @@ import paddle
 import paddle.nn.functional as F
 from paddle.autograd import PyLayer
 
-from senti.toolkit.training import bf16, native
+from senti.kernels import bf16, native
 
 
 class Dense(PyLayer):
