@@ -8,7 +8,7 @@ RUN := runs/quickstart
 .PHONY: venv quickstart lint docs test clean peer-venv fastdeploy-check
 
 # senti and what it needs to run (the quickstart's), then the extras that tests, Ray and the docs site need.
-$(BIN)/.core: pyproject.toml setup.py constraints.txt
+$(BIN)/.core: pyproject.toml setup.py senti/kernels/kernels.c constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
 	touch $@
