@@ -6,6 +6,9 @@ import threading
 
 from senti.serving.drift import CONFIDENCE_BUCKETS, DriftCounter
 
+MAX_ASPECT_SERIES = 1000  # distinct aspect names in /metrics (each with 4 polarities); a team's lists hold tens
+OTHER_ASPECTS = "(other)"  # no aspect can be named so (senti.core.aspects.NAME)
+
 
 class ServerMetrics:
     """One registry per app (so tests and several apps in a process never share counters)."""
@@ -40,6 +43,11 @@ class ServerMetrics:
         self.tokens = Counter("senti_tokens", "Word pieces in the texts scored", registry=registry)
         self.unknown = Counter("senti_unknown_tokens", "Word pieces outside the vocabulary ([UNK])",
                                registry=registry)
+        # /v1/aspects: the aspect names come from the requests, so the label values are bounded (MAX_ASPECT_SERIES)
+        self.aspect_answers = Counter("senti_aspect_answers", "Aspect answers of /v1/aspects by aspect and polarity "
+                                      f"(aspects past the first {MAX_ASPECT_SERIES} named are counted as "
+                                      f"{OTHER_ASPECTS!r})", ["aspect", "polarity"], registry=registry)
+        self._aspects_seen: set[str] = set()
         self._traffic, self._lock = DriftCounter(), threading.Lock()  # the page's figures since start-up
 
     def on_batch(self, cost: int, seconds: float) -> None:
@@ -65,6 +73,21 @@ class ServerMetrics:
             self.truncated.inc(p.truncated)
             self.tokens.inc(p.tokens)
             self.unknown.inc(p.unknown_tokens)
+
+    def on_aspects(self, answers: list[dict]) -> None:
+        """Count one /v1/aspects response's answers ({aspect name: AspectAnswer} per text)."""
+        for row in answers:
+            for name, answer in row.items():
+                self.aspect_answers.labels(self._aspect_series(name), answer.polarity).inc()
+
+    def _aspect_series(self, name: str) -> str:
+        """`name`, or OTHER_ASPECTS once MAX_ASPECT_SERIES names have been seen: a client sending new aspect names
+        on every request cannot grow /metrics without bound."""
+        with self._lock:
+            if name in self._aspects_seen or len(self._aspects_seen) < MAX_ASPECT_SERIES:
+                self._aspects_seen.add(name)
+                return name
+        return OTHER_ASPECTS
 
     def traffic(self) -> dict:
         """The drift figures (senti.serving.drift) of every text scored since start-up."""

@@ -263,6 +263,7 @@ class PredictService:
         positive = scored_by.labels[positive_index(scored_by.labels)]  # the model that scored (a reload may swap)
         answers = assemble(found, aspects, {p: r.probabilities[positive] for p, r in zip(pieces, results)},
                            body.neutral_margin)
+        self.metrics.on_aspects(answers)
         return _json_response({"aspects": [a.name for a in aspects], "backend": scored_by.backend_name,
                                "model_version": scored_by.version,
                                "answers": [{k: v.to_json() for k, v in row.items()} for row in answers]})

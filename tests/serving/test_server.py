@@ -357,3 +357,39 @@ def test_aspects_over_http_equal_the_in_process_answers_and_bad_lists_are_one_li
     too_many = httpx.post(f"{server}/v1/aspects", json={"texts": ["价格好"] * 65, "aspects": aspects}, headers=AUTH)
     assert too_many.status_code == 413
     assert httpx.post(f"{server}/v1/predict", json={"texts": texts}, headers=AUTH).status_code == 200
+
+
+def _aspect_counts(server) -> dict:
+    """senti_aspect_answers_total of /metrics: {(aspect, polarity): count}."""
+    import re
+
+    pattern = re.compile(r'^senti_aspect_answers_total\{aspect="([^"]*)",polarity="([^"]*)"\} (\S+)$', re.M)
+    return {(a, p): float(v) for a, p, v in pattern.findall(httpx.get(f"{server}/metrics").text)}
+
+
+def test_metrics_count_aspect_answers_by_aspect_and_polarity(server):
+    aspects = [{"name": "price", "keywords": ["价格"]}, {"name": "parking", "keywords": ["停车"]}]
+    texts = ["价格物超所值，推荐购买", "价格太贵了，很失望", "没有提到任何方面"]
+    before = _aspect_counts(server)
+    body = httpx.post(f"{server}/v1/aspects", json={"texts": texts, "aspects": aspects}, headers=AUTH).json()
+    after = _aspect_counts(server)
+    want: dict = {}
+    for row in body["answers"]:
+        for name, answer in row.items():
+            want[(name, answer["polarity"])] = want.get((name, answer["polarity"]), 0) + 1
+    assert want[("parking", "not_mentioned")] == 3 and sum(want.values()) == 6
+    assert {key: after[key] - before.get(key, 0.0) for key in want} == want
+
+
+def test_aspect_series_in_metrics_are_bounded_against_a_client_inventing_names(monkeypatch):
+    from senti.serving import metrics as metrics_module
+    from senti.serving.aspects import AspectAnswer
+
+    monkeypatch.setattr(metrics_module, "MAX_ASPECT_SERIES", 3)
+    counted = metrics_module.ServerMetrics()
+    for i in range(10):
+        counted.on_aspects([{f"made_up_{i}": AspectAnswer("negative"), "made_up_0": AspectAnswer("positive")}])
+    text = counted.exposition().decode()
+    assert text.count('senti_aspect_answers_total{aspect="made_up_') == 3  # the first 3 names, one polarity each
+    assert 'senti_aspect_answers_total{aspect="(other)",polarity="negative"} 7.0' in text
+    assert 'senti_aspect_answers_total{aspect="made_up_0",polarity="positive"} 10.0' in text
