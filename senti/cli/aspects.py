@@ -8,14 +8,17 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from senti.cli.common import choices, console, quiet, user_errors
+from senti.cli.common import choices, console, quiet, shown, user_errors
 from senti.serving.aspects import DEFAULT_NEUTRAL_MARGIN, UNITS
+from senti.toolkit.surge.aspect_report import DEFAULT_MIN_MENTIONS, PERIODS
 
 app = typer.Typer()
 if TYPE_CHECKING:
     Unit = Any
+    Period = Any
 else:
     Unit = choices("Unit", UNITS)
+    Period = choices("Period", PERIODS)
 
 
 @app.command()
@@ -60,3 +63,61 @@ def aspects(
     console.print(table)
     if counts["errors"]:
         console.print(f"{counts['errors']} rows not answered (their `error` says why)")
+
+
+@app.command("aspect-report")
+def aspect_report(
+    input: Annotated[Path, typer.Option(help="A file senti aspects answered (.jsonl), with a date column.",
+                                        exists=True, dir_okay=False)],
+    output_dir: Annotated[Path, typer.Option(help="Folder for report.json and negative_share.png.",
+                                             file_okay=False)],
+    date_column: Annotated[str, typer.Option(help="The column with each row's ISO date or date-time.")] = "date",
+    period: Annotated[Period, typer.Option(help="Count by day, ISO week or month.")] = Period.week,
+    text_column: Annotated[Optional[str], typer.Option(help="The text column (default: text, review, ...).")] = None,
+    min_mentions: Annotated[int, typer.Option(help="Mentions an aspect needs in the last period and in those "
+                                                   "before it for a jump to be named.", min=1)] = DEFAULT_MIN_MENTIONS,
+):
+    """Count each aspect's answers per period, plot each aspect's negative share over time, and name the aspect
+    whose negative share jumped in the last period, with example reviews."""
+    with user_errors():
+        from senti.toolkit.surge.aspect_report import aspect_report as report_of
+        from senti.toolkit.surge.aspect_report import write_report
+
+        report = report_of(input, date_column, period.value, text_column, min_mentions)
+        paths = write_report(report, output_dir)
+    last = report.periods[-1]
+    table = Table(title=f"{report.rows} rows, {len(report.periods)} {period.value}s; last: {last}")
+    for col in ("aspect", "mentions, last", "negative share, last", "before"):
+        table.add_column(col, justify="left" if col == "aspect" else "right")
+    for a in report.aspects:
+        now, before = report.negative_share(last, a), _pooled_share(report, a)
+        mentions = sum(report.counts[last][a][p] for p in ("positive", "neutral", "negative"))
+        table.add_row(shown(a), str(mentions), _percent(now), _percent(before))
+    console.print(table)
+    if report.first_skipped:
+        console.print(f"{sum(report.skipped.values())} rows left out (first: {shown(report.first_skipped)})")
+    _say_jump(report)
+    console.print(f"report: {paths['report']}; plot: {paths['plot']}")
+
+
+def _pooled_share(report, aspect: str) -> float | None:
+    counts = [report.counts[p][aspect] for p in report.periods[:-1]]
+    mentioned = sum(c[p] for c in counts for p in ("positive", "neutral", "negative"))
+    return sum(c["negative"] for c in counts) / mentioned if mentioned else None
+
+
+def _percent(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f}%"
+
+
+def _say_jump(report) -> None:
+    jump = report.jump
+    if jump is None:
+        console.print("no aspect's negative share rose in the last period with enough mentions on both sides")
+        return
+    low, high = (round(100 * x, 1) for x in jump.interval)
+    console.print(f"jump: {shown(jump.aspect)} negative in {_percent(jump.share)} of {jump.mentions} mentions in "
+                  f"{jump.period}, against {_percent(jump.share_before)} of {jump.mentions_before} before "
+                  f"(+{100 * (jump.share - jump.share_before):.1f} points, 95% interval {low} to {high})")
+    for e in jump.examples:
+        console.print(f"  line {e.line}: {shown(e.text[:120])}")
