@@ -29,7 +29,8 @@ if not (shutil.which("node") and shutil.which("npm")):
 def node_example(tmp_path_factory) -> Path:
     """A copy of examples/node with its locked dependencies installed."""
     folder = tmp_path_factory.mktemp("node")
-    for name in ("package.json", "package-lock.json", ".npmrc", "scorer.mjs", "senti.mjs", "cli.mjs", "server.mjs"):
+    for name in ("package.json", "package-lock.json", ".npmrc", "scorer.mjs", "senti.mjs", "cli.mjs", "server.mjs",
+                 "aspects.mjs"):
         shutil.copy(EXAMPLE / name, folder / name)
     done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=folder, capture_output=True, text=True,
                           timeout=600)
@@ -244,3 +245,58 @@ def test_the_node_http_handler_answers_like_senti_serving(node_example, _exporte
     finally:
         server.kill()
         server.wait()
+
+
+ASPECTS = {"aspects": [{"name": "service", "label": "服务", "keywords": ["服务员", "态度"]},
+                       {"name": "price", "keywords": ["价格", "贵"]}, {"name": "parking", "keywords": ["停车"]}]}
+ASPECT_TEXTS = ["服务员非常好，很满意。价格太贵了！很失望", "  价格物超所值，推荐购买  ", "没有提到任何方面",
+                "😀态度很好～～停车方便；", "服务员态度差。。。服务员态度差", ""]
+
+
+@pytest.mark.parametrize("unit, margin", [("sentence", 0.0), ("clause", 0.1)])
+def test_node_answers_aspects_as_senti_aspects_does(node_example, _exported, tmp_path, unit, margin):
+    from senti.core.aspects import parse_aspects
+    from senti.serving import Predictor
+    from senti.serving.aspects import answer_aspects
+
+    export, _ = _exported
+    listed = tmp_path / "aspects.json"
+    listed.write_text(json.dumps(ASPECTS, ensure_ascii=False), encoding="utf-8")
+    texts = ASPECT_TEXTS + [t for _, t in PARITY[:30]]
+    done = subprocess.run(["node", str(node_example / "cli.mjs"), str(export), "--aspects", str(listed), "--unit", unit,
+                           "--neutral-margin", str(margin)], capture_output=True, text=True, timeout=300,
+                          input="".join(json.dumps(t, ensure_ascii=False) + "\n" for t in texts if t))
+    assert done.returncode == 0, done.stderr[-3000:]
+    node = [json.loads(line) for line in done.stdout.splitlines()]
+    python = answer_aspects(Predictor.load(export, backend="onnx"), [t for t in texts if t],
+                            parse_aspects(ASPECTS, "test"), unit, margin)
+    assert len(node) == len(python) == len(texts) - 1
+    assert sum(a.polarity != "not_mentioned" for row in python for a in row.values()) >= 6
+    for got, want in zip(node, python):
+        assert list(got) == list(want)
+        for name, answer in want.items():
+            assert got[name]["polarity"] == answer.polarity
+            assert got[name]["evidence"] == answer.to_json()["evidence"]  # offsets in characters, as Python's
+            assert (got[name]["score"] is None) == (answer.score is None)
+            assert answer.score is None or abs(got[name]["score"] - answer.score) <= 1e-5
+
+
+@pytest.mark.parametrize("listed, says", [
+    ({"aspects": [{"name": "a b", "keywords": ["x"]}]}, "aspect 1: name \"a b\" must be 1-64 letters"),
+    ({"aspects": [{"name": "a", "keywords": []}]}, "aspect 1 (a): keywords must be a list of 1 to 200 words"),
+    ({"aspects": [{"name": "a", "keywords": ["x"]}] * 2}, "aspect name 'a' appears twice"),
+    ({"aspects": [{"name": f"a{i}", "keywords": ["x"]} for i in range(10_000)]}, "10000 aspects; at most 256"),
+    ("{not json", "the aspect file is not valid JSON"),
+])
+def test_node_refuses_an_aspect_list_senti_refuses(node_example, _exported, tmp_path, listed, says):
+    from senti.core.aspects import read_aspects
+    from senti.core.errors import SentiError
+
+    export, _ = _exported
+    path = tmp_path / "aspects.json"
+    path.write_text(listed if isinstance(listed, str) else json.dumps(listed), encoding="utf-8")
+    done = subprocess.run(["node", str(node_example / "cli.mjs"), str(export), "--aspects", str(path)],
+                          input="价格好\n", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "" and says in done.stderr, done.stderr
+    with pytest.raises(SentiError):
+        read_aspects(path)
