@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,6 +142,64 @@ def _word_starts(text: str, offsets: list[tuple[int, int]]) -> list[int]:
     return [1 if start in starts else 0 for start, _ in offsets]
 
 
+class _SequenceWriter:
+    """Token ids and word starts appended to two raw files, cut into sequences of at most `piece_len` tokens; the
+    sequences' lengths and the token counts kept."""
+
+    def __init__(self, folder: Path, tokenizer, piece_len: int, words: bool, progress):
+        self.tokenizer, self.piece_len, self.words, self.progress = tokenizer, piece_len, words, progress
+        self.dtype = np.uint16 if tokenizer.vocab_size < 2**16 else np.int32
+        self.raw_ids, self.raw_starts = folder / "ids.bin", folder / "word_start.bin"
+        self.lengths = array("q")
+        self.tokens = self.unk = 0
+
+    def __enter__(self):
+        self.ids_out, self.starts_out = open(self.raw_ids, "wb"), open(self.raw_starts, "wb")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.ids_out.close()
+        self.starts_out.close()
+
+    def flush(self, batch: list[str]) -> None:
+        for text, (ids, offsets) in zip(batch, self.tokenizer.encode_with_offsets(batch)):
+            if not ids:
+                continue
+            starts = _word_starts(text, offsets) if self.words else [1] * len(ids)
+            ids_arr = np.asarray(ids, dtype=self.dtype)
+            self.tokens += len(ids)
+            self.unk += int((ids_arr == self.tokenizer.unk_id).sum())
+            for i in range(0, len(ids), self.piece_len):
+                piece = ids_arr[i:i + self.piece_len]
+                self.ids_out.write(piece.tobytes())
+                self.starts_out.write(np.asarray(starts[i:i + self.piece_len], dtype=np.uint8).tobytes())
+                self.lengths.append(len(piece))
+        if self.progress:
+            self.progress(len(batch))
+
+
+def _write_corpus(spec: str, seed: int, held_out: set, writer: _SequenceWriter, text_hashes: array) -> dict:
+    """Every text of corpus `spec` but the held-out ones through `writer`, in chunks; its stats.json entry."""
+    batch: list[str] = []
+    chars = texts = excluded = 0
+    digest = hashlib.sha256()
+    for text, _ in corpus_texts(spec, seed):
+        if text_hash(text) in held_out:  # another corpus's dev or test text: never pretrained on
+            excluded += 1
+            continue
+        texts += 1
+        digest.update(text.encode("utf-8", "surrogatepass") + b"\n")
+        text_hashes.append(text_hash(text))
+        for window in text_windows(text):
+            batch.append(window)
+            chars += len(window)
+            if len(batch) == CHUNK_TEXTS or chars >= CHUNK_CHARS:
+                writer.flush(batch)
+                batch, chars = [], 0
+    writer.flush(batch)
+    return {"corpus": spec, "texts": texts, "sha256": digest.hexdigest()[:16], "excluded_dev_test_texts": excluded}
+
+
 def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, seed: int = 42,
                     progress=None, words: bool = True) -> TokenizedCorpus:
     """Tokenize every text once into `folder` (ids.npy, word_start.npy, offsets.npy, stats.json) and open it.
@@ -151,74 +210,27 @@ def tokenize_corpus(specs: list[str], tokenizer, folder: Path, piece_len: int, s
     sequences (8 bytes each), not with the text: a long text is tokenized in windows (`core.sequence.text_windows`;
     each window becomes sequences of its own, only a word cut at a window's edge differs).
     """
-    from array import array
-
     import jieba
 
     jieba.setLogLevel(60)  # its "Building prefix dict" lines are not the user's business
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    dtype = np.uint16 if tokenizer.vocab_size < 2**16 else np.int32
-    raw_ids, raw_starts = folder / "ids.bin", folder / "word_start.bin"
-    lengths = array("q")
     text_hashes = array("Q")  # 8 bytes a text: which texts were pretrained on, for the overlap fine-tuning reports
-    excluded = {spec: 0 for spec in specs}
-    digests: dict[str, str] = {}
-    counts = {spec: 0 for spec in specs}
-    tokens = unk = 0
-    with open(raw_ids, "wb") as ids_out, open(raw_starts, "wb") as starts_out:
-        def flush(batch: list[str]) -> None:
-            nonlocal tokens, unk
-            for text, enc in zip(batch, tokenizer.encode_with_offsets(batch)):
-                ids, offsets = enc
-                if not ids:
-                    continue
-                starts = _word_starts(text, offsets) if words else [1] * len(ids)
-                ids_arr = np.asarray(ids, dtype=dtype)
-                tokens += len(ids)
-                unk += int((ids_arr == tokenizer.unk_id).sum())
-                for i in range(0, len(ids), piece_len):
-                    piece = ids_arr[i:i + piece_len]
-                    ids_out.write(piece.tobytes())
-                    starts_out.write(np.asarray(starts[i:i + piece_len], dtype=np.uint8).tobytes())
-                    lengths.append(len(piece))
-            if progress:
-                progress(len(batch))
-
-        held_out = held_out_hashes(specs, seed)
-        for spec in specs:
-            batch: list[str] = []
-            chars = 0
-            digest = hashlib.sha256()
-            for text, _ in corpus_texts(spec, seed):
-                if text_hash(text) in held_out:  # another corpus's dev or test text: never pretrained on
-                    excluded[spec] += 1
-                    continue
-                counts[spec] += 1
-                digest.update(text.encode("utf-8", "surrogatepass") + b"\n")
-                text_hashes.append(text_hash(text))
-                for window in text_windows(text):
-                    batch.append(window)
-                    chars += len(window)
-                    if len(batch) == CHUNK_TEXTS or chars >= CHUNK_CHARS:
-                        flush(batch)
-                        batch, chars = [], 0
-            flush(batch)
-            digests[spec] = digest.hexdigest()[:16]
-    if not lengths:
+    held_out = held_out_hashes(specs, seed)
+    with _SequenceWriter(folder, tokenizer, piece_len, words, progress) as writer:
+        corpora = [_write_corpus(spec, seed, held_out, writer, text_hashes) for spec in specs]
+    if not writer.lengths:
         raise DataError(f"corpus {', '.join(specs)}: no text in it")
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
+    offsets = np.zeros(len(writer.lengths) + 1, dtype=np.int64)
+    np.cumsum(np.frombuffer(writer.lengths, dtype=np.int64), out=offsets[1:])
     # .npy headers over the raw bytes, then memory-mapped: nothing is read into memory whole.
-    for raw, name, kind in ((raw_ids, "ids.npy", dtype), (raw_starts, "word_start.npy", np.uint8)):
+    for raw, name, kind in ((writer.raw_ids, "ids.npy", writer.dtype), (writer.raw_starts, "word_start.npy", np.uint8)):
         _raw_to_npy(raw, folder / name, kind, int(offsets[-1]))
     np.save(folder / "offsets.npy", offsets)
     np.save(folder / "text_hashes.npy", np.unique(np.frombuffer(text_hashes, dtype=np.uint64)))
-    stats = {"corpora": [{"corpus": s, "texts": counts[s], "sha256": digests[s],
-                          "excluded_dev_test_texts": excluded[s]} for s in specs],
-             "texts": sum(counts.values()),
-             "sequences": len(lengths), "tokens": tokens, "unk_tokens": unk,
-             "unk_rate": unk / max(tokens, 1), "fingerprint": corpus_fingerprint(specs)}
+    stats = {"corpora": corpora, "texts": sum(c["texts"] for c in corpora), "sequences": len(writer.lengths),
+             "tokens": writer.tokens, "unk_tokens": writer.unk, "unk_rate": writer.unk / max(writer.tokens, 1),
+             "fingerprint": corpus_fingerprint(specs)}
     write_json_atomic(folder / "stats.json", stats)
     return TokenizedCorpus.open(folder)
 

@@ -251,12 +251,13 @@ class Run(Generic[Settings]):
 
             switched = use_cpu_kernels(self.model, self.config.seed + self.rank, bf16=self.precision == "bf16")
             kernels = kernels_that_run(switched)
-        self.metrics.kernels = kernels  # senti.json's too, at each save
+        self.kernels = kernels  # senti.json says it at each save, metrics.json at the end
         if self.world > 1:
             join(self.agreement())
             self.net = paddle.DataParallel(self.model)  # starts every replica from rank 0's weights
         self.loop()
         self.metrics.workers = census(self.model, self.step, self.world)
+        self.metrics.kernels = kernels
         if self.main:
             self.finish()
         if self.metrics.interrupted:
@@ -594,5 +595,5 @@ class ClassifierRun(Run[Classifier]):
         if self.heldout_hashes is not None:
             extra[layout.HELDOUT_TEXT_HASHES] = hashes_writer(self.heldout_hashes)
         save_checkpoint(self.model, self.tokenizer, self.out, replace(self.meta, dev=record, precision=self.precision,
-                                                                     kernels=self.metrics.kernels),
+                                                                     kernels=self.kernels),
                         self.config, extra=extra)
