@@ -191,6 +191,49 @@ def wanted_formats(config: ExportConfig) -> list[str]:
     return [name for name in FORMATS if name in wanted]
 
 
+@dataclass
+class Reference:
+    """The dynamic graph's answers on the parity texts, which every format is judged against."""
+
+    texts: list[str]
+    encoded: list[list[int]]
+    pad_id: int
+    gold_ids: np.ndarray
+    logits: dict  # by batch shape (logits_by_shape)
+    accuracy: float
+    stats: dict  # the drift figures senti predict compares with
+    labels: list[str]
+    max_len: int
+
+
+@dataclass
+class Written:
+    """What the staging folder holds beside the reference: each format's record, the graph's inputs and outputs,
+    the Triton folder, the tokenizer's settings."""
+
+    formats: dict
+    io: dict | None
+    triton: Path | None
+    tokenizer: TokenizerSettings
+
+
+def _reference(model, tokenizer, fast: FastTokenizer, texts: list[str], gold: list[str], max_len: int,
+               labels: list[str]) -> Reference:
+    import paddle
+
+    encoded = tokenizer(texts, max_length=max_len, truncation=True)["input_ids"]
+    gold_ids = np.array([labels.index(g) for g in gold])
+
+    def dynamic(input_ids, token_type_ids):
+        with paddle.no_grad():
+            return model(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids)).numpy()
+
+    pad_id = model_pad_id(model)
+    logits = logits_by_shape(dynamic, encoded, pad_id)  # before to_static, which rewrites the layer in place
+    return Reference(texts, encoded, pad_id, gold_ids, logits, float((logits["batch_32"].argmax(1) == gold_ids).mean()),
+                     _drift_of(logits["batch_32"], texts, fast, max_len, labels), labels, max_len)
+
+
 def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=print,
                  spec: ExportSpec = ERNIE_SEQUENCE_CLASSIFICATION, data: dict | None = None,
                  calibration_texts: list[str] | None = None) -> dict:
@@ -199,30 +242,16 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
     `data` is the split recipe the parity texts were cut with, recorded in export.json;
     `calibration_texts` (training texts) set the static INT8 scales (default: the parity texts).
     """
-    import paddle
-
     spec = replace(spec, opset=config.opset)
     out = Path(config.output_dir).expanduser().resolve()
     _check_output(out, config.overwrite)
     model, tokenizer, meta = load_checkpoint(Path(config.model), config.trust_pickle)
-    labels = meta.labels
     max_len = length_to_use(config.max_seq_len, meta.max_seq_len)
-    _check_parity_inputs(model, labels, max_len, texts, gold)
-    encoded = tokenizer(texts, max_length=max_len, truncation=True)["input_ids"]
-    gold_ids = np.array([labels.index(g) for g in gold])
-
-    def dynamic(input_ids, token_type_ids):
-        with paddle.no_grad():
-            return model(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(token_type_ids)).numpy()
-
+    _check_parity_inputs(model, meta.labels, max_len, texts, gold)
     started = time.perf_counter()
-    pad_id = model_pad_id(model)
-    reference = logits_by_shape(dynamic, encoded, pad_id)  # before to_static, which rewrites the layer in place
-    reference_accuracy = float((reference["batch_32"].argmax(1) == gold_ids).mean())
-    fast_settings = TokenizerSettings.of(tokenizer)
-    fast = FastTokenizer.from_settings(Path(config.model), fast_settings)
-    reference_stats = _drift_of(reference["batch_32"], texts, fast, max_len, labels)
-    say(f"dynamic graph: accuracy {reference_accuracy:.4f} on {len(texts)} parity texts")
+    fast = FastTokenizer.from_settings(Path(config.model), TokenizerSettings.of(tokenizer))
+    reference = _reference(model, tokenizer, fast, texts, gold, max_len, meta.labels)
+    say(f"dynamic graph: accuracy {reference.accuracy:.4f} on {len(texts)} parity texts")
 
     for stale in remove_stale_work(out.parent, out.name, "staging"):
         say(f"removed {stale}: the staging folder of an export that was killed")
@@ -231,45 +260,57 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
     calibration_source = {"texts": len(calibration), "from": "training split" if calibration_texts else "parity texts"}
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=layout.work_prefix(out.name, "staging")))
     try:
-        formats, io = {}, None
         graph_file, params_file = save_static(model, staging / layout.PADDLE_DIR, spec)
-        job = Job(staging, graph_file, params_file, spec, model, calibration_ids, calibration_source, pad_id)
-
-        for fmt in wanted_formats(config):
-            stopping.checkpoint()  # a SIGTERM between steps: the staging folder goes with the exception
-            made = MAKERS[fmt](job, fmt)
-            io = made.io or io
-            parity = _check_format(fmt, staging, config.threads, (encoded, pad_id), reference, gold_ids,
-                                   reference_accuracy, say)
-            formats[fmt] = FormatRecord(files=made.files, parity=parity, made=made.facts)
-        failed = {f: v.parity.reason for f, v in formats.items() if FORMATS[f].required and not v.parity.fit}
-        if failed:
-            raise ExportError("exported model disagrees with the dynamic graph: " +
-                              "; ".join(f"{f}: {r}" for f, r in failed.items()))
-        if "paddle" not in config.formats:
-            shutil.rmtree(staging / layout.PADDLE_DIR)
-        triton = None
-        if "onnx" in config.formats:
-            triton = write_repository(staging / layout.TRITON_DIR, config.triton_name,
-                                      staging / layout.ONNX_FILES["onnx"], labels)
-        # PaddleNLP's deployment convention: the tokenizer travels with the model (AutoTokenizer.from_pretrained(
-        # export) works), plus the same ids as one tokenizer.json for clients without Python.
-        tokenizer.save_pretrained(str(staging))
-        if fast_settings.vocab_file == layout.VOCAB:  # a model's own tokenizer.json is the standalone one below
-            shutil.copyfile(Path(config.model) / layout.VOCAB, staging / layout.VOCAB)  # byte for byte the checkpoint's
-        if (Path(config.model) / layout.TRAIN_TEXT_HASHES).is_file():  # so `senti eval` of the export says it too
-            shutil.copyfile(Path(config.model) / layout.TRAIN_TEXT_HASHES, staging / layout.TRAIN_TEXT_HASHES)
-        fast.save_standalone(staging / layout.TOKENIZER_JSON, max_len)
-        record = _export_record(config, data, model, tokenizer, spec, io, texts, reference, reference_accuracy,
-                                reference_stats, formats, triton, staging, time.perf_counter() - started, labels,
-                                max_len)
-        record.write(staging)
+        job = Job(staging, graph_file, params_file, spec, model, calibration_ids, calibration_source, reference.pad_id)
+        formats, io = _write_formats(config, job, reference, say)
+        triton = _write_beside(config, staging, tokenizer, fast, meta.labels, max_len)
+        written = Written(formats, io, triton, TokenizerSettings.of(tokenizer))
+        _export_record(config, data, job, reference, written, time.perf_counter() - started).write(staging)
         stopping.checkpoint()
         _publish(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return json.loads((out / layout.EXPORT_META).read_text(encoding="utf-8"))  # exactly what export.json holds
+
+
+def _write_formats(config: ExportConfig, job: Job, reference: Reference, say) -> tuple[dict, dict | None]:
+    """Each wanted format made in the staging folder and judged against the reference: (records, io); ExportError
+    when a required format disagrees."""
+    formats, io = {}, None
+    for fmt in wanted_formats(config):
+        stopping.checkpoint()  # a SIGTERM between steps: the staging folder goes with the exception
+        made = MAKERS[fmt](job, fmt)
+        io = made.io or io
+        parity = _check_format(fmt, job.staging, config.threads, (reference.encoded, reference.pad_id),
+                               reference.logits, reference.gold_ids, reference.accuracy, say)
+        formats[fmt] = FormatRecord(files=made.files, parity=parity, made=made.facts)
+    failed = {f: v.parity.reason for f, v in formats.items() if FORMATS[f].required and not v.parity.fit}
+    if failed:
+        raise ExportError("exported model disagrees with the dynamic graph: " +
+                          "; ".join(f"{f}: {r}" for f, r in failed.items()))
+    return formats, io
+
+
+def _write_beside(config: ExportConfig, staging: Path, tokenizer, fast: FastTokenizer, labels: list[str],
+                  max_len: int) -> Path | None:
+    """What travels with the model: the Triton repository (with ONNX), the tokenizer's files, the training texts'
+    hashes; returns the Triton folder or None."""
+    if "paddle" not in config.formats:
+        shutil.rmtree(staging / layout.PADDLE_DIR)
+    triton = None
+    if "onnx" in config.formats:
+        triton = write_repository(staging / layout.TRITON_DIR, config.triton_name,
+                                  staging / layout.ONNX_FILES["onnx"], labels)
+    # PaddleNLP's deployment convention: the tokenizer travels with the model (AutoTokenizer.from_pretrained(
+    # export) works), plus the same ids as one tokenizer.json for clients without Python.
+    tokenizer.save_pretrained(str(staging))
+    if TokenizerSettings.of(tokenizer).vocab_file == layout.VOCAB:  # a model's own tokenizer.json is the one below
+        shutil.copyfile(Path(config.model) / layout.VOCAB, staging / layout.VOCAB)  # byte for byte the checkpoint's
+    if (Path(config.model) / layout.TRAIN_TEXT_HASHES).is_file():  # so `senti eval` of the export says it too
+        shutil.copyfile(Path(config.model) / layout.TRAIN_TEXT_HASHES, staging / layout.TRAIN_TEXT_HASHES)
+    fast.save_standalone(staging / layout.TOKENIZER_JSON, max_len)
+    return triton
 
 
 def _check_format(fmt: str, staging: Path, threads, texts: tuple[list, int], reference: dict, gold_ids,
@@ -301,32 +342,32 @@ def _check_parity_inputs(model, labels: list[str], max_len: int, texts: list[str
         raise ExportError("parity needs real texts: got fewer than 2")
 
 
-def _export_record(config: ExportConfig, data, model, tokenizer, spec: ExportSpec, io, texts, reference,
-                   reference_accuracy: float, reference_stats: dict, formats: dict, triton, staging: Path,
-                   seconds: float, labels: list[str], max_len: int) -> ExportMeta:
+def _export_record(config: ExportConfig, data, job: Job, reference: Reference, written: Written,
+                   seconds: float) -> ExportMeta:
     """export.json's schema, filled."""
+    model, spec, labels = job.model, job.spec, reference.labels
     return ExportMeta(
         source_checkpoint=str(Path(config.model).resolve()),
         data=data,
         labels=labels,
-        max_seq_len=max_len,
-        tokenizer=TokenizerSettings.of(tokenizer),
+        max_seq_len=reference.max_len,
+        tokenizer=written.tokenizer,
         model={"hidden_size": model.config.hidden_size, "num_hidden_layers": model.config.num_hidden_layers,
                "num_attention_heads": model.config.num_attention_heads,
                "intermediate_size": model.config.intermediate_size, "vocab_size": model.config.vocab_size},
-        io=io or {"inputs": {n: ["batch", "sequence"] for n in spec.input_names},
-                  "outputs": {spec.output_name: ["batch", len(labels)]}},
+        io=written.io or {"inputs": {n: ["batch", "sequence"] for n in spec.input_names},
+                          "outputs": {spec.output_name: ["batch", len(labels)]}},
         spec=asdict(spec),
-        parity_texts=len(texts),
-        reference_accuracy=reference_accuracy,
-        formats=formats,
-        triton=str(triton.relative_to(staging)) if triton else None,
+        parity_texts=len(reference.texts),
+        reference_accuracy=reference.accuracy,
+        formats=written.formats,
+        triton=str(written.triton.relative_to(job.staging)) if written.triton else None,
         versions=_versions(),
         seconds=seconds,
         # the label names beside the answers: a later swap of names in export.json is caught on opening
-        parity_sample={"texts": texts[: len(reference["batch_1"])], "logits": reference["batch_1"].tolist(),
-                       "labels": labels},
-        reference_stats=reference_stats,
+        parity_sample={"texts": reference.texts[: len(reference.logits["batch_1"])],
+                       "logits": reference.logits["batch_1"].tolist(), "labels": labels},
+        reference_stats=reference.stats,
     )
 
 
