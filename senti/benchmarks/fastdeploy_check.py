@@ -24,7 +24,7 @@ WORKER = Path(__file__).resolve().parent / "fastdeploy_worker.py"
 BACKENDS = ("ort", "paddle", "openvino")
 
 
-def main(argv=None) -> dict:
+def _parse(argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="senti export folder")
     parser.add_argument("--dataset", default=None, help="texts (default: the export's own parity data)")
@@ -32,18 +32,16 @@ def main(argv=None) -> dict:
     parser.add_argument("--texts", type=int, default=512)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output", default="runs/fastdeploy_check.json")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    from senti.core.runtime import configure_runtime
 
-    configure_runtime(args.threads)
-    from senti.core import layout
+def _reference(args) -> tuple[dict[str, Any], list, list]:
+    """senti's side: the report's start (texts, batches, senti's ms per batch), the padded batches, their logits."""
     from senti.core.batching import length_sorted_batches, pad_batch
     from senti.serving import Predictor
     from senti.toolkit.data.splits import load_splits
 
-    export = Path(args.model)
-    predictor = Predictor.load(export, backend="onnx", threads=args.threads)
+    predictor = Predictor.load(Path(args.model), backend="onnx", threads=args.threads)
     recipe = predictor.meta.data or {}
     dataset = args.dataset or recipe.get("dataset")
     if dataset is None:
@@ -52,14 +50,36 @@ def main(argv=None) -> dict:
     encoded = predictor.tokenizer(texts, predictor.max_seq_len)
     batches = [pad_batch(encoded, index, predictor.tokenizer.pad_id)[0]
                for index in length_sorted_batches([len(e) for e in encoded], 32)]
-    senti_logits, senti_s = [], []
+    logits, seconds = [], []
     for ids in batches:
         t0 = time.perf_counter()
-        senti_logits.append(predictor.backend(ids, np.zeros_like(ids)))
-        senti_s.append(time.perf_counter() - t0)
+        logits.append(predictor.backend(ids, np.zeros_like(ids)))
+        seconds.append(time.perf_counter() - t0)
+    report: dict[str, Any] = {"export": args.model, "dataset": dataset, "texts": len(texts), "batches": len(batches),
+                              "senti_onnxruntime_ms_per_batch": 1000 * float(np.median(seconds)), "backends": {}}
+    return report, batches, logits
+
+
+def _judged(folder: Path, result: dict, senti_logits: list, batch_size: int) -> dict:
+    """One FastDeploy backend's record: its logits against senti's, or why they cannot be compared."""
+    logits = np.load(folder / "result.npz")
+    wrong = [list(logits[f"logits_{i}"].shape) for i, ref in enumerate(senti_logits)
+             if logits[f"logits_{i}"].shape != ref.shape]
+    if wrong:  # FastDeploy with numpy 2 returns empty arrays without an error
+        return {"ok": False, "failed": "wrong output shape",
+                "last_line": f"returned shape {wrong[0]} for a batch of {batch_size} texts (numpy {result['numpy']})"}
+    diffs = [float(np.abs(logits[f"logits_{i}"] - ref).max()) for i, ref in enumerate(senti_logits)]
+    return {"ok": True, "max_abs_logit_diff": max(diffs), "ms_per_batch": 1000 * float(np.median(result["seconds"])),
+            "numpy": result["numpy"], "fastdeploy": result["fastdeploy"]}
+
+
+def _through_fastdeploy(args, batches: list, senti_logits: list) -> dict:
+    """Each FastDeploy backend run on the same batches in the FastDeploy environment: {backend: record}."""
+    from senti.core import layout
+
+    export = Path(args.model)
     graph, params = layout.paddle_model_files(export / layout.PADDLE_DIR)
-    report: dict[str, Any] = {"export": str(export), "texts": len(texts), "batches": len(batches),
-              "senti_onnxruntime_ms_per_batch": 1000 * float(np.median(senti_s)), "backends": {}}
+    records = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         arrays: dict[str, Any] = {f"ids_{i}": ids for i, ids in enumerate(batches)}
@@ -74,26 +94,24 @@ def main(argv=None) -> dict:
             if run.returncode != 0 or not (folder / "result.json").is_file():
                 how = f"signal {-run.returncode}" if run.returncode < 0 else f"exit {run.returncode}"
                 last = [line for line in (run.stderr or run.stdout).splitlines() if line.strip()][-1:]
-                report["backends"][backend] = {"ok": False, "failed": how, "last_line": last[0][:300] if last else ""}
+                records[backend] = {"ok": False, "failed": how, "last_line": last[0][:300] if last else ""}
                 continue
             result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
-            logits = np.load(folder / "result.npz")
-            diffs = [float(np.abs(logits[f"logits_{i}"] - ref).max()) if logits[f"logits_{i}"].shape == ref.shape
-                     else float("inf") for i, ref in enumerate(senti_logits)]
-            wrong = [list(logits[f"logits_{i}"].shape) for i, ref in enumerate(senti_logits)
-                     if logits[f"logits_{i}"].shape != ref.shape]
-            if wrong:  # FastDeploy with numpy 2 returns empty arrays without an error
-                report["backends"][backend] = {"ok": False, "failed": "wrong output shape",
-                                               "last_line": f"returned shape {wrong[0]} for a batch of "
-                                                            f"{len(batches[0])} texts (numpy {result['numpy']})"}
-                continue
-            report["backends"][backend] = {"ok": True, "max_abs_logit_diff": max(diffs),
-                                           "ms_per_batch": 1000 * float(np.median(result["seconds"])),
-                                           "numpy": result["numpy"], "fastdeploy": result["fastdeploy"]}
+            records[backend] = _judged(folder, result, senti_logits, len(batches[0]))
+    return records
+
+
+def main(argv=None) -> dict:
+    args = _parse(argv)
+    from senti.core.runtime import configure_runtime
+
+    configure_runtime(args.threads)
+    report, batches, senti_logits = _reference(args)
+    report["backends"] = _through_fastdeploy(args, batches, senti_logits)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"{len(texts)} dev texts of {dataset}, {len(batches)} length-sorted batches of 32; senti's ONNX Runtime: "
-          f"{report['senti_onnxruntime_ms_per_batch']:.1f} ms per batch (median)")
+    print(f"{report['texts']} dev texts of {report['dataset']}, {len(batches)} length-sorted batches of 32; senti's "
+          f"ONNX Runtime: {report['senti_onnxruntime_ms_per_batch']:.1f} ms per batch (median)")
     for backend, r in report["backends"].items():
         if r["ok"]:
             print(f"FastDeploy {backend}: max |logit diff| vs senti {r['max_abs_logit_diff']:.1e}, "

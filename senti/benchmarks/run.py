@@ -102,37 +102,19 @@ def precisions_for(config: BenchConfig) -> list[str]:
     return {"off": ["fp32"], "on": amp, "both": ["fp32", *amp]}[config.amp]
 
 
-def run_bench(config: BenchConfig, say=print) -> Path:
-    """Run the chosen suites into `config.output_dir`; returns the folder."""
-    from senti.core.runtime import configure_runtime
-
-    run_started = time.perf_counter()
-    configure_runtime(config.threads)
-    import paddle
-
-    from senti.benchmarks.ceiling import attach_fractions, measure_ceilings
+def _context(config: BenchConfig, out: Path, device: str, env: dict, results, say) -> BenchContext:
+    """What every suite reads: the model (made when `--model` names a shape), the data encoded, the settings."""
+    from senti.benchmarks.ceiling import measure_ceilings
     from senti.benchmarks.models import resolve_model
-    from senti.benchmarks.results import ResultsWriter
-    from senti.core import stopping
     from senti.core.checkpoint import load_checkpoint
-    from senti.core.errors import SentiError
     from senti.toolkit.data.batching import encode_texts
     from senti.toolkit.data.splits import load_splits
 
-    out = Path(config.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    device = config.target
-    if device == "gpu" and not (paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count()):
-        raise SentiError("--target gpu: this paddle build sees no GPU (install paddlepaddle-gpu; see senti info)")
-    paddle.set_device("gpu" if device == "gpu" else "cpu")
-    env = environment()
-    results = ResultsWriter(out, asdict(config), env)
     threads = int(env["omp_num_threads"])
     splits = load_splits(config.dataset, seed=42)
     texts = [e.text for e in splits.train]
     say(f"model {config.model} on {env.get('gpu') or env['cpu_model']} ({threads} threads)")
-    model = config.model or ""  # set by __post_init__
-    checkpoint, export_dir, trained = resolve_model(model, out / "models", texts, splits.labels,
+    checkpoint, export_dir, trained = resolve_model(config.model or "", out / "models", texts, splits.labels,
                                                     [e.label for e in splits.train], say=say,
                                                     parity_texts=64 if config.quick else 256)
     model, tokenizer, meta = load_checkpoint(checkpoint)
@@ -140,7 +122,7 @@ def run_bench(config: BenchConfig, say=print) -> Path:
     results.add(measure_ceilings(device, threads, precisions_for(config), "start", say=say))
     train_rows = splits.train if not config.quick else splits.train[:512]
     encoded, _ = encode_texts(tokenizer, [e.text for e in train_rows], meta.max_seq_len)
-    ctx = BenchContext(
+    return BenchContext(
         config=config, out=out, device=device, threads=threads, env=env, splits=splits, checkpoint=checkpoint,
         export_dir=export_dir, trained=trained, model_config=cfg, meta=meta,
         shape={"layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "ffn": cfg.intermediate_size},
@@ -148,7 +130,11 @@ def run_bench(config: BenchConfig, say=print) -> Path:
         batch_sizes=list(config.batch_sizes)[:1] if config.quick else list(config.batch_sizes),
         steps=3 if config.quick else config.train_steps, warmup=1 if config.quick else config.train_warmup,
         say=say)
-    del model
+
+
+def _run_suites(config: BenchConfig, ctx: BenchContext, results, say) -> dict[str, float]:
+    """Each chosen suite in turn until a stop is asked for; their seconds."""
+    from senti.core import stopping
 
     suite_seconds: dict[str, float] = {}
     with stopping.stop_at_checkpoints(stopping.INTERRUPTS):
@@ -167,9 +153,33 @@ def run_bench(config: BenchConfig, say=print) -> Path:
             finally:  # how long each suite took, so a default run can be kept inside its time budget
                 suite_seconds[suite] = round(time.perf_counter() - started, 1)
                 say(f"suite {suite}: {suite_seconds[suite]:.0f} s")
-    from senti.benchmarks.report import write_report
+    return suite_seconds
 
-    results.add(measure_ceilings(device, threads, precisions_for(config), "end", say=say))
+
+def run_bench(config: BenchConfig, say=print) -> Path:
+    """Run the chosen suites into `config.output_dir`; returns the folder."""
+    from senti.core.runtime import configure_runtime
+
+    run_started = time.perf_counter()
+    configure_runtime(config.threads)
+    import paddle
+
+    from senti.benchmarks.ceiling import attach_fractions, measure_ceilings
+    from senti.benchmarks.report import write_report
+    from senti.benchmarks.results import ResultsWriter
+    from senti.core.errors import SentiError
+
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    device = config.target
+    if device == "gpu" and not (paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count()):
+        raise SentiError("--target gpu: this paddle build sees no GPU (install paddlepaddle-gpu; see senti info)")
+    paddle.set_device("gpu" if device == "gpu" else "cpu")
+    env = environment()
+    results = ResultsWriter(out, asdict(config), env)
+    ctx = _context(config, out, device, env, results, say)
+    suite_seconds = _run_suites(config, ctx, results, say)
+    results.add(measure_ceilings(device, ctx.threads, precisions_for(config), "end", say=say))
     for r in attach_fractions(results.records):  # the count is wrong, not the machine: say so loudly
         say(f"WARNING: {r['suite']} {r.get('backend') or r.get('mode')} batch {r.get('batch_size')} reached "
             f"{r['fraction_of_ceiling']:.0%} of the {r['ceiling_precision']} ceiling: the FLOP count is wrong")
