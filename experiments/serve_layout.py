@@ -35,13 +35,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--output", default=None)
     args = parser.parse_args(argv)
-    from senti.benchmarks.serve_load import in_process, through_server
+    from senti.benchmarks.serve_load import Load, Server, in_process, through_server
     from senti.core.runtime import available_cores, cpu_info
     from senti.toolkit.data.splits import load_splits
 
     cores = available_cores()
     texts = [e.text for e in load_splits(args.dataset).dev][:256]
-    load = dict(clients=32, requests=args.requests, texts_per_request=4)
+    load = Load(clients=32, requests=args.requests, texts_per_request=4)
     sent = [texts[(n * 4 + k) % len(texts)] for n in range(args.requests) for k in range(4)]
     builds: dict[str, Build] = {"this build": ([sys.executable, "-m", "senti.cli", "serve"], None, None)}
     if args.before_tree:
@@ -58,11 +58,11 @@ def main(argv=None) -> dict:
             for name in [*builds, *layouts]:
                 if name in builds:
                     command, env, cwd = builds[name]
-                    served = through_server(Path(model), texts, cores, serve_command=command, env=env, cwd=cwd,
-                                            default_layout=True, **load)
+                    served = through_server(Path(model), texts, cores, load,
+                                            Server(serve_command=command, env=env, cwd=cwd, default_layout=True))
                 else:
                     workers, threads = layouts[name]
-                    served = through_server(Path(model), texts, workers * threads, workers=workers, **load)
+                    served = through_server(Path(model), texts, workers * threads, load, Server(workers=workers))
                 served["cpu_efficiency"] = direct["cpu_s_per_text"] / served["server_cpu_s_per_text"]
                 runs[key][name].append(served)
                 print(f"round {round_ + 1} {Path(model).name} {name}: efficiency {served['cpu_efficiency']:.3f}, "

@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 Build = tuple[list[str], dict | None, str | None]  # serve command, environment, working folder
@@ -47,11 +48,11 @@ def main(argv=None) -> dict:
     from senti.core.runtime import configure_runtime
 
     configure_runtime(args.threads)
-    from senti.benchmarks.serve_load import in_process, through_server
+    from senti.benchmarks.serve_load import Load, Server, in_process, through_server
     from senti.toolkit.data.splits import load_splits
 
     texts = [e.text for e in load_splits(args.dataset).dev][:256]
-    load = dict(clients=32, requests=args.requests, texts_per_request=4)
+    load = Load(clients=32, requests=args.requests, texts_per_request=4)
     sent = [texts[(n * 4 + k) % len(texts)] for n in range(args.requests) for k in range(4)]
     builds: dict[str, Build] = {"this build": ([sys.executable, "-m", "senti.cli", "serve", "--backend", "onnx", "--no-ort-spinning"],
                              None, None)}
@@ -62,7 +63,7 @@ def main(argv=None) -> dict:
     report["in_process"]["note"] = "backend " + report["in_process"]["backend"]
     model = Path(args.model).resolve()
     for name, (command, env, cwd) in builds.items():
-        served = through_server(model, texts, args.threads, serve_command=command, env=env, cwd=cwd, **load)
+        served = through_server(model, texts, args.threads, load, Server(serve_command=command, env=env, cwd=cwd))
         entry = {"server": served, "cpu_efficiency": report["in_process"]["cpu_s_per_text"] / served["server_cpu_s_per_text"]}
         if args.py_spy:
             with tempfile.TemporaryDirectory() as tmp:
@@ -73,8 +74,8 @@ def main(argv=None) -> dict:
                                              "--format", "raw", "--output", str(raw), "--nonblocking"],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-                through_server(model, texts, args.threads, serve_command=command, env=env, cwd=cwd,
-                               while_loaded=profiler, **{**load, "requests": 4 * args.requests})
+                through_server(model, texts, args.threads, replace(load, requests=4 * args.requests),
+                               Server(serve_command=command, env=env, cwd=cwd, while_loaded=profiler))
                 entry["top_own_time"] = _top_functions(raw) if raw.is_file() else []
         report["builds"][name] = entry
         print(json.dumps({name: {"cpu_efficiency": entry["cpu_efficiency"], "texts_per_s": served["texts_per_s"],

@@ -15,7 +15,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -78,77 +81,110 @@ def _model_counts(base: str) -> dict | None:
     return counts if counts["calls"] else None  # a build without these counters
 
 
-def through_server(export_dir: Path, texts: list[str], threads: int, clients: int = 32, requests: int = 2000,
-                   texts_per_request: int = 4, max_batch_size: int = 32, max_wait_ms: float = 5.0,
-                   workers: int | None = None,
-                   ort_spinning: bool = False, serve_command: list[str] | None = None, env: dict | None = None,
-                   while_loaded=None, cwd: str | None = None, default_layout: bool = False) -> dict:
-    """Start `senti serve` on loopback, send `requests` requests from `clients` clients (own process), stop it.
+@dataclass
+class Load:
+    """The load the clients send: `requests` requests of `texts_per_request` texts from `clients` clients, and the
+    batcher's settings the server is started with."""
 
-    `workers=None` leaves workers x threads to `senti serve` (its default layout, recorded as `placement`);
-    `serve_command` replaces `senti serve` (another build, to compare; only the common options are passed, and
-    with `default_layout` not even --threads: each build's own default);
-    `while_loaded(pid)` runs beside the load (a profiler, say).
-    """
-    import httpx
+    clients: int = 32
+    requests: int = 2000
+    texts_per_request: int = 4
+    max_batch_size: int = 32
+    max_wait_ms: float = 5.0
 
+
+@dataclass
+class Server:
+    """How the server is started. `workers=None` leaves workers x threads to `senti serve` (its default layout,
+    recorded as `placement`); `serve_command` replaces `senti serve` (another build, to compare; only the common
+    options are passed, and with `default_layout` not even --threads: each build's own default); `while_loaded(pid)`
+    runs beside the load (a profiler, say)."""
+
+    workers: int | None = None
+    ort_spinning: bool = False
+    serve_command: list[str] | None = None
+    env: dict | None = None
+    cwd: str | None = None
+    default_layout: bool = False
+    while_loaded: Callable | None = None
+
+
+def _command(export_dir: Path, threads: int, port: int, load: Load, server: Server) -> tuple[list[str], int, Any]:
+    """(the server's command line, its workers, the placement senti serve chose or None)."""
     from senti.core.runtime import available_cores
     from senti.serving import export_folder
     from senti.serving.placement import placement_for
 
-    port = free_port()
-    chosen = workers is None and not serve_command  # another build is measured on one worker
+    chosen = server.workers is None and not server.serve_command  # another build is measured on one worker
     placement = placement_for(export_folder.read_meta(export_dir)[0], available_cores()) if chosen else None
-    workers = placement.workers if placement else (workers or 1)
-    common = ["--model", str(export_dir), "--port", str(port), "--max-batch-size", str(max_batch_size),
-              "--max-wait-ms", str(max_wait_ms), "--max-queue", str(clients * texts_per_request * 4)]
-    if not chosen and not default_layout:
+    workers = placement.workers if placement else (server.workers or 1)
+    common = ["--model", str(export_dir), "--port", str(port), "--max-batch-size", str(load.max_batch_size),
+              "--max-wait-ms", str(load.max_wait_ms), "--max-queue", str(load.clients * load.texts_per_request * 4)]
+    if not chosen and not server.default_layout:
         common += ["--threads", str(max(1, threads // workers))]
-    command = (serve_command + common) if serve_command else (
+    command = (server.serve_command + common) if server.serve_command else (
         [sys.executable, "-m", "senti.cli", "serve", *common, *([] if chosen else ["--workers", str(workers)]),
-         "--ort-spinning" if ort_spinning else "--no-ort-spinning"])
-    proc = launch(command, env=env, cwd=cwd)
+         "--ort-spinning" if server.ort_spinning else "--no-ort-spinning"])
+    return command, workers, placement
+
+
+def _drive(proc, base: str, texts: list[str], load: Load, server: Server, counted: bool) -> dict:
+    """Warm the server up, run the load generator against it; what it measured, the server's CPU-seconds, its
+    /metrics text and (when `counted`) the model calls it made."""
+    import httpx
+
+    for _ in range(4 * (server.workers or 2)):  # warm-up, every worker
+        httpx.post(f"{base}/v1/predict", json={"texts": texts[:load.max_batch_size]}, timeout=60)
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "spec.json"
+        spec.write_text(json.dumps({"port": int(base.rsplit(":", 1)[1]), "clients": load.clients,
+                                    "requests": load.requests, "texts_per_request": load.texts_per_request,
+                                    "texts": texts}), encoding="utf-8")
+        counts_before = _model_counts(base) if counted else None
+        cpu_before = _tree_cpu(proc.pid)
+        side = server.while_loaded(proc.pid) if server.while_loaded else None
+        ran = subprocess.run([sys.executable, str(LOADGEN), str(spec)], capture_output=True, text=True, timeout=1800)
+        server_cpu = _tree_cpu(proc.pid) - cpu_before
+        if side is not None:
+            side.wait(timeout=120)
+    if ran.returncode != 0:
+        raise RuntimeError(f"load generator failed: {ran.stderr[-2000:]}")
+    counts_after = _model_counts(base) if counts_before else None
+    counts = ({k: v - counts_before[k] for k, v in counts_after.items()} if counts_before and counts_after else None)
+    return {"result": json.loads(ran.stdout), "server_cpu": server_cpu, "metrics": httpx.get(f"{base}/metrics").text,
+            "counts": counts}
+
+
+def through_server(export_dir: Path, texts: list[str], threads: int, load: Load | None = None,
+                   server: Server | None = None) -> dict:
+    """Start `senti serve` on loopback (as `server` says), send it `load` from the clients' own process, stop it."""
+    load, server = load or Load(), server or Server()
+    port = free_port()
+    command, workers, placement = _command(export_dir, threads, port, load, server)
+    proc = launch(command, env=server.env, cwd=server.cwd)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(proc, f"{base}/readyz")
-        for _ in range(4 * workers):  # warm-up, every worker
-            httpx.post(f"{base}/v1/predict", json={"texts": texts[:max_batch_size]}, timeout=60)
-        with tempfile.TemporaryDirectory() as tmp:
-            spec = Path(tmp) / "spec.json"
-            spec.write_text(json.dumps({"port": port, "clients": clients, "requests": requests,
-                                        "texts_per_request": texts_per_request, "texts": texts}), encoding="utf-8")
-            # With several workers (or a build's own layout, unknown here) each answers for itself alone.
-            counts_before = _model_counts(base) if workers == 1 and not default_layout else None
-            cpu_before = _tree_cpu(proc.pid)
-            side = while_loaded(proc.pid) if while_loaded else None
-            load = subprocess.run([sys.executable, str(LOADGEN), str(spec)], capture_output=True, text=True,
-                                  timeout=1800)
-            server_cpu = _tree_cpu(proc.pid) - cpu_before
-            if side is not None:
-                side.wait(timeout=120)
-        if load.returncode != 0:
-            raise RuntimeError(f"load generator failed: {load.stderr[-2000:]}")
-        result = json.loads(load.stdout)
-        metrics = httpx.get(f"{base}/metrics").text
-        counts_after = _model_counts(base) if counts_before else None
-        counts = ({k: v - counts_before[k] for k, v in counts_after.items()} if counts_before and counts_after
-                  else None)
+        # With several workers (or a build's own layout, unknown here) each answers for itself alone.
+        got = _drive(proc, base, texts, load, replace(server, workers=workers),
+                     counted=workers == 1 and not server.default_layout)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    batches = [float(line.split()[-1]) for line in metrics.splitlines()
+    result, server_cpu, counts = got["result"], got["server_cpu"], got["counts"]
+    batches = [float(line.split()[-1]) for line in got["metrics"].splitlines()
                if line.startswith(("senti_batch_size_count", "senti_batch_size_sum"))]
-    texts_sent = requests * texts_per_request
+    texts_sent = load.requests * load.texts_per_request
     wall = result["wall_seconds"]
-    return {"clients": clients, "requests": requests, "texts_per_request": texts_per_request, "workers": workers,
-            "threads": placement.threads if placement else max(1, threads // workers),
+    return {"clients": load.clients, "requests": load.requests, "texts_per_request": load.texts_per_request,
+            "workers": workers, "threads": placement.threads if placement else max(1, threads // workers),
             "placement": {"workers": placement.workers, "threads": placement.threads, "why": placement.why}
             if placement else None,
-            "ort_spinning": ort_spinning, "errors": len(result["errors"]), "wall_seconds": wall,
-            "requests_per_s": requests / wall, "texts_per_s": texts_sent / wall,
+            "ort_spinning": server.ort_spinning, "errors": len(result["errors"]), "wall_seconds": wall,
+            "requests_per_s": load.requests / wall, "texts_per_s": texts_sent / wall,
             "latency_ms": summarize(result["latencies"]), "server_cpu_s_per_text": server_cpu / texts_sent,
             "loadgen_cpu_share": result["cpu_seconds"] / (result["cpu_seconds"] + server_cpu),
             "mean_model_batch": batches[1] / max(batches[0], 1) if len(batches) == 2 else None,
@@ -156,13 +192,14 @@ def through_server(export_dir: Path, texts: list[str], threads: int, clients: in
             "mean_call_rows": counts["rows"] / max(counts["calls"], 1) if counts else None}
 
 
-def bench_serving(export_dir: Path, texts: list[str], threads: int = 2, shape: str = "", **load) -> dict:
+def bench_serving(export_dir: Path, texts: list[str], threads: int = 2, shape: str = "", load: Load | None = None,
+                  server: Server | None = None) -> dict:
     """In process and through the server, on the same texts, in one run; efficiency in CPU and wall-clock."""
-    sent = [texts[(n * load.get("texts_per_request", 4) + k) % len(texts)]
-            for n in range(load.get("requests", 2000)) for k in range(load.get("texts_per_request", 4))]
-    direct = in_process(export_dir, sent, load.get("max_batch_size", 32), threads,
-                        ort_spinning=load.get("ort_spinning", False))
-    served = through_server(export_dir, texts, threads, **load)
+    load, server = load or Load(), server or Server()
+    sent = [texts[(n * load.texts_per_request + k) % len(texts)]
+            for n in range(load.requests) for k in range(load.texts_per_request)]
+    direct = in_process(export_dir, sent, load.max_batch_size, threads, ort_spinning=server.ort_spinning)
+    served = through_server(export_dir, texts, threads, load, server)
     return {"suite": "serve", "shape": shape, "backend": direct["backend"], "in_process": direct, "server": served,
             "server_over_in_process": served["texts_per_s"] / direct["texts_per_s"],
             "cpu_efficiency": direct["cpu_s_per_text"] / served["server_cpu_s_per_text"]}
@@ -176,17 +213,17 @@ def run(ctx) -> list[dict]:
         return []
     config = ctx.config
     texts = [e.text for e in ctx.splits.dev][: config.infer_texts]
-    load = dict(clients=32, requests=300 if config.quick else 1000, texts_per_request=4)
+    load = Load(clients=32, requests=300 if config.quick else 1000, texts_per_request=4)
     exports = {config.model: ctx.export_dir}
     if not config.quick and config.model != STUDENT_SHAPE:
         exports[STUDENT_SHAPE] = student_export(ctx)
-    variants: list[tuple[str, dict]] = [(shape, {}) for shape in exports]  # senti serve's default layout
+    variants = [(shape, Server()) for shape in exports]  # senti serve's default layout
     if not config.quick:  # measured on the smallest model, where the layers around it weigh most
         student = STUDENT_SHAPE if STUDENT_SHAPE in exports else config.model
-        variants += [(student, {"workers": 1}), (student, {"workers": 1, "ort_spinning": True})]
+        variants += [(student, Server(workers=1)), (student, Server(workers=1, ort_spinning=True))]
     records = []
-    for shape, options in variants:
-        record = bench_serving(exports[shape], texts, threads=ctx.threads, shape=shape, **load, **options)
+    for shape, server in variants:
+        record = bench_serving(exports[shape], texts, ctx.threads, shape, load, server)
         s = record["server"]
         ctx.say(f"serve {shape} ({s['workers']} worker(s), spinning {'on' if s['ort_spinning'] else 'off'}): "
                 f"CPU efficiency {record['cpu_efficiency']:.2f}, {s['texts_per_s']:.0f} texts/s through HTTP against "
