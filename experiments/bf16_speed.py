@@ -36,7 +36,7 @@ def main(argv=None) -> list[dict]:
     from senti.benchmarks.ceiling import measure_ceilings
     from senti.benchmarks.models import random_checkpoint
     from senti.benchmarks.timing import environment
-    from senti.benchmarks.train_bench import bench_training
+    from senti.benchmarks.train_bench import StepPlan, TrainingData, bench_training
     from senti.core.checkpoint import load_checkpoint
     from senti.kernels import bf16
     from senti.toolkit.data.batching import encode_texts
@@ -66,11 +66,10 @@ def main(argv=None) -> list[dict]:
 
             return ErnieForSequenceClassification(cfg)
 
-        for r in bench_training(fresh, encoded, labels, dims, sizes, ["fp32", "bf16"], ["dynamic"], args.steps, 1,
-                                "cpu"):
+        data, plan = TrainingData(encoded, labels, dims), StepPlan(sizes, ["fp32", "bf16"], args.steps, 1, "cpu")
+        for r in bench_training(fresh, data, plan, ["dynamic"]):
             records.append({**r, "shape": shape, "runtime": "senti"})
-        for r in peer.bench_peer(encoded, labels, dims, cfg.num_attention_heads, cfg.vocab_size, len(splits.labels),
-                                 sizes, args.steps, 1, threads, "cpu", precisions=("fp32", "bf16")):
+        for r in peer.bench_peer(data, cfg.num_attention_heads, cfg.vocab_size, len(splits.labels), plan, threads):
             records.append({**r, "shape": shape, "runtime": "torch"})
         (work / "results.json").write_text(json.dumps({"environment": environment(), "records": records}, indent=1))
     records += measure_ceilings("cpu", threads, ["fp32", "bf16"], "end")

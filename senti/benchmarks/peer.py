@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from senti.benchmarks.flops import forward_flops, mlm_training_flops, training_flops
-from senti.benchmarks.train_bench import representative_batches
+from senti.benchmarks.train_bench import StepPlan, TrainingData, representative_batches
 from senti.core.batching import pad_batch
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository, where make peer-venv puts .venv-peer
@@ -46,14 +46,15 @@ def available() -> str | None:
     return None if check.returncode == 0 else f"{python} cannot import torch and transformers"
 
 
-def bench_peer(encoded, labels: np.ndarray, shape: dict, heads: int, vocab_size: int, num_labels: int,
-               batch_sizes, steps: int, warmup: int, threads: int, device: str = "cpu",
-               precisions=("fp32",)) -> list[dict]:
-    """Training samples/s (in each of `precisions`: fp32, bf16 under PyTorch's autocast) and inference latency of a
-    BertForSequenceClassification of the same shape."""
+def bench_peer(data: TrainingData, heads: int, vocab_size: int, num_labels: int, plan: StepPlan,
+               threads: int) -> list[dict]:
+    """Training samples/s (in each of the plan's precisions: fp32, bf16 under PyTorch's autocast) and inference
+    latency of a BertForSequenceClassification of the same shape."""
     records = []
+    encoded, labels, shape = data.encoded, data.labels, data.shape
+    steps, warmup, device = plan.steps, plan.warmup, plan.device
     lengths = [len(e) for e in encoded]
-    for batch in batch_sizes:
+    for batch in plan.batch_sizes:
         batches = representative_batches(lengths, batch, np.random.default_rng(0))[: warmup + steps]
         arrays: dict[str, Any] = {}
         for i, index in enumerate(batches):
@@ -65,7 +66,7 @@ def bench_peer(encoded, labels: np.ndarray, shape: dict, heads: int, vocab_size:
                     "ffn": shape["ffn"], "labels": num_labels, "steps": steps, "warmup": warmup,
                     "threads": threads, "device": device, "batches": len(batches), "train_rows": len(encoded),
                     "ceiling_size": 8192 if device == "gpu" else 2048,
-                    "precisions": [p for p in precisions if p in ("fp32", "bf16")]}
+                    "precisions": [p for p in plan.precisions if p in ("fp32", "bf16")]}
             (Path(tmp) / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
             result = subprocess.run([_peer_python(), str(WORKER), tmp], capture_output=True, text=True, timeout=1800)
             if result.returncode != 0:
@@ -106,9 +107,9 @@ def run(ctx) -> list[dict]:
     from senti.benchmarks.run import precisions_for
 
     cfg = ctx.model_config
-    return bench_peer(ctx.encoded, ctx.y, ctx.shape, cfg.num_attention_heads, cfg.vocab_size, len(ctx.labels),
-                      ctx.batch_sizes[:1], ctx.steps, ctx.warmup, ctx.threads, ctx.device,
-                      precisions_for(ctx.config))
+    plan = StepPlan(ctx.batch_sizes[:1], precisions_for(ctx.config), ctx.steps, ctx.warmup, ctx.device)
+    return bench_peer(TrainingData(ctx.encoded, ctx.y, ctx.shape), cfg.num_attention_heads, cfg.vocab_size,
+                      len(ctx.labels), plan, ctx.threads)
 
 
 def report(results) -> list[str]:

@@ -7,6 +7,7 @@ Out-of-memory is caught and recorded as the limit, not crashed on.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -24,75 +25,105 @@ def _is_oom(err: Exception) -> bool:
     return isinstance(err, MemoryError) or any(m in str(err) for m in OOM_MARKERS)
 
 
-def bench_training(make_model, encoded, labels: np.ndarray, shape: dict, batch_sizes, precisions, modes,
-                   steps: int, warmup: int, device: str, say=print, stop=None,
-                   budget_s: float | None = None) -> list[dict]:
+@dataclass
+class TrainingData:
+    """The encoded training texts, their label ids, and the model's shape (layers, hidden, ffn) for FLOP counts."""
+
+    encoded: list
+    labels: np.ndarray
+    shape: dict
+
+
+@dataclass
+class StepPlan:
+    """What to time: every batch size in every precision, `steps` steps after `warmup`; with `budget_s`, fewer (at
+    least 3) once the timed steps pass it."""
+
+    batch_sizes: list[int]
+    precisions: list[str]
+    steps: int
+    warmup: int
+    device: str = "cpu"
+    budget_s: float | None = None
+
+
+def bench_training(make_model, data: TrainingData, plan: StepPlan, modes, say=print, stop=None) -> list[dict]:
     """One record per (mode, precision, batch size); `make_model()` returns a fresh classifier.
 
     Modes: `dynamic`, senti train's default path (on a CPU with `cpu_kernels`: senti's C kernels, or its Python
     kernels where no C compiler is found); `dynamic-paddle`, the same with Paddle's own kernels (the path they
     replaced, kept for the comparison); `to_static`.
-
-    Each configuration times `steps` steps, or fewer (at least 3) once its timed steps pass `budget_s`.
     """
+    records: list[dict] = []
+    for mode in modes:
+        for precision in plan.precisions:
+            for batch in plan.batch_sizes:
+                if stop and stop():
+                    return records
+                if plan.device == "cpu" and precision == "bf16" and mode != "dynamic":
+                    continue  # a CPU's bf16 lives in senti's Linears (bf16.py): Paddle's own kernels run fp32
+                records.append(_configuration(make_model, data, plan, (mode, precision, batch), say))
+    return records
+
+
+def _configuration(make_model, data: TrainingData, plan: StepPlan, which: tuple[str, str, int], say) -> dict:
+    """The record of one (mode, precision, batch size): its steps timed, or out of memory."""
+    import paddle
+
+    mode, precision, batch = which
+    record = {"suite": "train", "mode": mode, "precision": precision, "batch_size": batch, "device": plan.device,
+              "train_rows": len(data.encoded)}
+    model = net = None
+    try:
+        model = make_model()
+        net, optimizer = _trainable(model, mode, precision, plan.device)
+        times, tokens, flops = _timed_steps(net, optimizer, data, plan, precision, batch)
+        step_s = float(np.median(times))
+        record.update(
+            step_ms=summarize(times), samples_per_s=batch / step_s, tokens_per_s=float(np.mean(tokens)) / step_s,
+            seconds_per_epoch=len(data.encoded) / batch * step_s, epoch_extrapolated=True, timed_steps=len(times),
+            achieved_flops_per_s=float(np.mean(flops)) / step_s, oom=False,
+        )
+        say(f"train {mode} {precision} batch {batch}: {record['samples_per_s']:.1f} samples/s, "
+            f"{record['seconds_per_epoch']:.1f} s/epoch (extrapolated)")
+    except Exception as err:  # only out-of-memory is an expected outcome
+        if not _is_oom(err):
+            raise
+        record.update(oom=True, error=str(err).splitlines()[0][:200])
+        say(f"train {mode} {precision} batch {batch}: out of memory")
+    del model, net
+    if plan.device == "gpu":
+        paddle.device.cuda.empty_cache()
+    return record
+
+
+def _timed_steps(net, optimizer, data: TrainingData, plan: StepPlan, precision: str, batch: int):
+    """(seconds, tokens, FLOPs) of each timed step on batches of median width."""
     import paddle
     import paddle.nn.functional as F
 
-    records: list[dict] = []
-    lengths = [len(e) for e in encoded]
-    for mode in modes:
-        for precision in precisions:
-            for batch in batch_sizes:
-                if stop and stop():
-                    return records
-                if device == "cpu" and precision == "bf16" and mode != "dynamic":
-                    continue  # a CPU's bf16 lives in senti's Linears (bf16.py): Paddle's own kernels run fp32
-                record = {"suite": "train", "mode": mode, "precision": precision, "batch_size": batch,
-                          "device": device, "train_rows": len(encoded)}
-                model = net = None
-                try:
-                    model = make_model()
-                    net, optimizer = _trainable(model, mode, precision, device)
-                    scaler = paddle.amp.GradScaler(init_loss_scaling=1024) if precision == "fp16" else None
-                    amp_dtype: Literal["bfloat16", "float16"] = "bfloat16" if precision == "bf16" else "float16"
-                    rng = np.random.default_rng(0)
-                    batches = representative_batches(lengths, batch, rng)
-                    times, tokens, flops = [], [], []
-                    for i in range(warmup + steps):
-                        index = batches[i % len(batches)]
-                        ids, types = pad_batch(encoded, index)
-                        start = _now(device)
-                        with paddle.amp.auto_cast(enable=precision != "fp32" and device != "cpu", dtype=amp_dtype,
-                                                  level="O1"):
-                            logits = net(paddle.to_tensor(ids), paddle.to_tensor(types))
-                        loss = F.cross_entropy(logits.astype("float32"), paddle.to_tensor(labels[index]))
-                        optimizer_step(loss, optimizer, scaler)
-                        float(loss)  # waits for the step to finish on accelerators
-                        if i >= warmup:
-                            times.append(_now(device) - start)
-                            tokens.append(sum(lengths[j] for j in index))
-                            flops.append(sum(training_flops(lengths[j], **shape) for j in index))
-                            if budget_s is not None and len(times) >= 3 and sum(times) > budget_s:
-                                break
-                    step_s = float(np.median(times))
-                    record.update(
-                        step_ms=summarize(times), samples_per_s=batch / step_s,
-                        tokens_per_s=float(np.mean(tokens)) / step_s,
-                        seconds_per_epoch=len(encoded) / batch * step_s, epoch_extrapolated=True,
-                        timed_steps=len(times), achieved_flops_per_s=float(np.mean(flops)) / step_s, oom=False,
-                    )
-                    say(f"train {mode} {precision} batch {batch}: {record['samples_per_s']:.1f} samples/s, "
-                        f"{record['seconds_per_epoch']:.1f} s/epoch (extrapolated)")
-                except Exception as err:  # only out-of-memory is an expected outcome
-                    if not _is_oom(err):
-                        raise
-                    record.update(oom=True, error=str(err).splitlines()[0][:200])
-                    say(f"train {mode} {precision} batch {batch}: out of memory")
-                records.append(record)
-                del model, net
-                if device == "gpu":
-                    paddle.device.cuda.empty_cache()
-    return records
+    scaler = paddle.amp.GradScaler(init_loss_scaling=1024) if precision == "fp16" else None
+    amp_dtype: Literal["bfloat16", "float16"] = "bfloat16" if precision == "bf16" else "float16"
+    lengths = [len(e) for e in data.encoded]
+    batches = representative_batches(lengths, batch, np.random.default_rng(0))
+    times: list[float] = []
+    tokens, flops = [], []
+    for i in range(plan.warmup + plan.steps):
+        index = batches[i % len(batches)]
+        ids, types = pad_batch(data.encoded, index)
+        start = _now(plan.device)
+        with paddle.amp.auto_cast(enable=precision != "fp32" and plan.device != "cpu", dtype=amp_dtype, level="O1"):
+            logits = net(paddle.to_tensor(ids), paddle.to_tensor(types))
+        loss = F.cross_entropy(logits.astype("float32"), paddle.to_tensor(data.labels[index]))
+        optimizer_step(loss, optimizer, scaler)
+        float(loss)  # waits for the step to finish on accelerators
+        if i >= plan.warmup:
+            times.append(_now(plan.device) - start)
+            tokens.append(sum(lengths[j] for j in index))
+            flops.append(sum(training_flops(lengths[j], **data.shape) for j in index))
+            if plan.budget_s is not None and len(times) >= 3 and sum(times) > plan.budget_s:
+                break
+    return times, tokens, flops
 
 
 def _trainable(model, mode: str, precision: str, device: str):
@@ -147,9 +178,10 @@ def run(ctx) -> list[dict]:
 
         return ErnieForSequenceClassification(ctx.model_config)
 
-    records = bench_training(fresh, ctx.encoded, ctx.y, ctx.shape, ctx.batch_sizes, precisions_for(ctx.config),
-                             ["dynamic", "dynamic-paddle", "to_static"], ctx.steps, ctx.warmup, ctx.device, say=ctx.say, stop=ctx.stop,
-                             budget_s=None if ctx.config.quick else ctx.config.train_budget_s)
+    plan = StepPlan(ctx.batch_sizes, precisions_for(ctx.config), ctx.steps, ctx.warmup, ctx.device,
+                    None if ctx.config.quick else ctx.config.train_budget_s)
+    records = bench_training(fresh, TrainingData(ctx.encoded, ctx.y, ctx.shape), plan,
+                             ["dynamic", "dynamic-paddle", "to_static"], say=ctx.say, stop=ctx.stop)
     fitting = [r["batch_size"] for r in records if not r.get("oom")]
     records.append({"suite": "train_limit", "largest_batch_that_fit": max(fitting or [0]),
                     "oom_batches": sorted({r["batch_size"] for r in records if r.get("oom")})})
