@@ -36,11 +36,11 @@ def select(
 ):
     """Pick the reviews worth labelling (uncertain, not duplicated), keeping their ids and columns."""
     quiet()
-    from senti.toolkit.surge.selection import select_file
+    from senti.toolkit.surge.selection import Selection, select_file
 
     with user_errors():
-        result = select_file(model, input, output, budget, strategy.value, seed, text_column, trust_pickle,
-                             exclude_labelled)
+        result = select_file(model, input, output, Selection(budget, strategy.value, seed, exclude_labelled),
+                             text_column, trust_pickle)
     notes = [f"{result['excluded_labelled']} already labelled left out" if exclude_labelled else "",
              f"{result['empty']} empty" if result["empty"] else "",
              f"{result['unreadable']} unreadable skipped (lines {', '.join(map(str, result['unreadable_lines']))}"

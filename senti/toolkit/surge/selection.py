@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -143,12 +144,63 @@ class _Pool:
         return sorted(self.kept.values(), key=lambda kept: kept[0])
 
 
-def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = "uncertainty", seed: int = 0,
-                text_column: str | None = None, trust_pickle: bool = False, exclude: Path | None = None) -> dict:
-    """Write the `budget` texts of `src` most worth labelling to `dst`: every input column, then senti's (the
-    pool's line, the model's guess and its confidence, the margin score and the reason; a name the input already
-    uses gets a `senti_` prefix). `exclude`: a label log of `senti label` whose labelled texts are not picked
-    again. The pool is read and scored in chunks and only a bounded set of candidates is kept."""
+@dataclass
+class Selection:
+    """How many texts to pick and how: `strategy` (STRATEGIES), its `seed`, and `exclude`, a label log of `senti
+    label` whose labelled texts are not picked again."""
+
+    budget: int
+    strategy: str = "uncertainty"
+    seed: int = 0
+    exclude: Path | None = None
+
+
+class _PoolReader:
+    """The pool's rows scored in chunks into the kept candidates; what was read, left out and why."""
+
+    def __init__(self, score, pool, done: set):
+        self.score, self.pool, self.done = score, pool, done
+        self.counts = {"read": 0, "unreadable": 0, "empty": 0, "excluded_labelled": 0}
+        self.bad_lines: list[int] = []
+        self.first_error = ""
+        self.chunk: list = []
+
+    def flush(self) -> None:
+        if self.chunk:
+            for (order, row), probs in zip(self.chunk, self.score([r.text for _, r in self.chunk])):
+                self.pool.add(order, row, probs)
+            self.chunk.clear()
+
+    def add(self, row) -> None:
+        self.counts["read"] += 1
+        if row.error is not None and row.error != "empty line":
+            self.counts["unreadable"] += 1
+            self.first_error = self.first_error or row.error
+            if len(self.bad_lines) < 10:
+                self.bad_lines.append(row.line)
+        elif row.error is not None or not row.text or not row.text.strip():
+            self.counts["empty"] += 1
+        elif row.text.strip() in self.done:
+            self.counts["excluded_labelled"] += 1
+        else:
+            self.chunk.append((self.counts["read"], row))
+            if len(self.chunk) >= CHUNK:
+                self.flush()
+
+    def nothing_to_pick(self, src: Path) -> DataError:
+        why = [f"{self.counts['excluded_labelled']} already labelled"] if self.counts["excluded_labelled"] else []
+        if self.bad_lines:  # the first unreadable line, by its number in the file, and what was wrong with it
+            why.append(f"{self.counts['unreadable']} unreadable, from line {self.bad_lines[0]}: {self.first_error}")
+        return DataError(f"{src}: no texts to choose from" + (f" ({'; '.join(why)})" if why else ""))
+
+
+def select_file(model: Path, src: Path, dst: Path, selection: Selection, text_column: str | None = None,
+                trust_pickle: bool = False) -> dict:
+    """Write the `selection.budget` texts of `src` most worth labelling to `dst`: every input column, then senti's
+    (the pool's line, the model's guess and its confidence, the margin score and the reason; a name the input
+    already uses gets a `senti_` prefix). The pool is read and scored in chunks and only a bounded set of candidates
+    is kept."""
+    budget, strategy, seed = selection.budget, selection.strategy, selection.seed
     if strategy not in STRATEGIES:
         raise DataError(f"unknown strategy '{strategy}'; choose one of {', '.join(STRATEGIES)}")
     if budget < 1:
@@ -157,53 +209,25 @@ def select_file(model: Path, src: Path, dst: Path, budget: int, strategy: str = 
     dst = Path(dst)
     next(iter(read_rows(Path(src), text_column)), None)  # an unreadable file or header fails before the model loads
     done = set()
-    if exclude is not None:
+    if selection.exclude is not None:
         from senti.toolkit.data.label_log import labelled_texts
 
-        done = labelled_texts(exclude)
+        done = labelled_texts(selection.exclude)
     score, labels, _ = load_scorer(model, trust_pickle)
-    pool = _Pool(max(20 * budget, 1000), strategy, seed)
-    counts = {"read": 0, "unreadable": 0, "empty": 0, "excluded_labelled": 0}
-    bad_lines: list[int] = []
-    first_error = ""
-    chunk: list = []
-
-    def flush():
-        if chunk:
-            for (order, row), probs in zip(chunk, score([r.text for _, r in chunk])):
-                pool.add(order, row, probs)
-            chunk.clear()
-
+    reader = _PoolReader(score, _Pool(max(20 * budget, 1000), strategy, seed), done)
     for row in read_rows(Path(src), text_column):
-        counts["read"] += 1
-        if row.error is not None and row.error != "empty line":
-            counts["unreadable"] += 1
-            if not bad_lines:
-                first_error = row.error
-            if len(bad_lines) < 10:
-                bad_lines.append(row.line)
-        elif row.error is not None or not row.text or not row.text.strip():
-            counts["empty"] += 1
-        elif row.text.strip() in done:
-            counts["excluded_labelled"] += 1
-        else:
-            chunk.append((counts["read"], row))
-            if len(chunk) >= CHUNK:
-                flush()
-    flush()
-    candidates = pool.candidates()
+        reader.add(row)
+    reader.flush()
+    candidates = reader.pool.candidates()
     if not candidates:
-        why = [f"{counts['excluded_labelled']} already labelled"] if counts["excluded_labelled"] else []
-        if bad_lines:  # the first unreadable line, by its number in the file, and what was wrong with it
-            why.append(f"{counts['unreadable']} unreadable, from line {bad_lines[0]}: {first_error}")
-        raise DataError(f"{src}: no texts to choose from" + (f" ({'; '.join(why)})" if why else ""))
+        raise reader.nothing_to_pick(src)
     rows = [row for _, row, _ in candidates]
     probs = np.stack([p for _, _, p in candidates])
     picked = pick([r.text for r in rows], probs, labels, budget, strategy, seed)
     _write(dst, [(rows[i], labels[int(probs[i].argmax())], float(probs[i].max()), margin, reason)
                  for i, margin, reason in picked], labels)
-    return {**counts, "unreadable_lines": bad_lines, "candidates_kept": len(candidates), "picked": len(picked),
-            "strategy": strategy, "output": str(dst)}
+    return {**reader.counts, "unreadable_lines": reader.bad_lines, "candidates_kept": len(candidates),
+            "picked": len(picked), "strategy": strategy, "output": str(dst)}
 
 
 def _senti_names(records) -> dict[str, str]:

@@ -102,28 +102,28 @@ def test_bad_input_is_refused_in_one_line(tmp_path, _exported):
 
 def test_select_on_a_pool_of_only_bad_rows_names_the_first_bad_line(tmp_path, _exported):
     """It said "no texts to choose from" and named no line at all."""
-    from senti.toolkit.surge.selection import select_file
+    from senti.toolkit.surge.selection import Selection, select_file
 
     pool = tmp_path / "pool.tsv"
     pool.write_text("a\tb\ttext\n1\t2\n3\t4\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"pool.tsv: no texts to choose from \(2 unreadable, from line 2: expected 3 "
                                         r"columns"):
-        select_file(_exported[0], pool, tmp_path / "picks.jsonl", 5)
+        select_file(_exported[0], pool, tmp_path / "picks.jsonl", Selection(5))
 
 
 def test_select_writes_guesses_and_leaves_out_labelled_texts(tmp_path, _exported):
-    from senti.toolkit.surge.selection import select_file
+    from senti.toolkit.surge.selection import Selection, select_file
 
     pool = write_rows(tmp_path / "pool.tsv", [(str(i), t) for i, (_, t) in enumerate(synthetic_rows(40, seed=8))],
                       header=("id", "text"))
-    first = select_file(_exported[0], pool, tmp_path / "picks.jsonl", 5)
+    first = select_file(_exported[0], pool, tmp_path / "picks.jsonl", Selection(5))
     picks = read_picks(tmp_path / "picks.jsonl")
     assert first["picked"] == 5 and all(p.guess in ("negative", "positive") and 0.5 <= (p.confidence or 0) <= 1 for p in picks)
     job = LabelJob(picks, ["negative", "positive"], tmp_path / "labels.jsonl")
     for p in picks[:3]:
         job.answer("t", p.id, "accept")
     job.answer("t", picks[3].id, "skip")
-    second = select_file(_exported[0], pool, tmp_path / "more.jsonl", 40, exclude=tmp_path / "labels.jsonl")
+    second = select_file(_exported[0], pool, tmp_path / "more.jsonl", Selection(40, exclude=tmp_path / "labels.jsonl"))
     again = {p.text for p in read_picks(tmp_path / "more.jsonl")}
     assert second["excluded_labelled"] == 3 and not again & {p.text for p in picks[:3]} and picks[3].text in again
 
@@ -338,11 +338,11 @@ def test_the_readmes_label_command_takes_the_label_names_from_the_picks(tmp_path
     """`senti label --input picks.jsonl --output labels.jsonl`, as the README says it, failed ("say the label
     names"): the picks of senti select now carry them."""
     from senti.toolkit.surge.labeling import open_job
-    from senti.toolkit.surge.selection import select_file
+    from senti.toolkit.surge.selection import Selection, select_file
 
     pool = write_rows(tmp_path / "pool.tsv", [(str(i), t) for i, (_, t) in enumerate(synthetic_rows(30, seed=9))],
                       header=("id", "text"))
-    select_file(_exported[0], pool, tmp_path / "picks.jsonl", 4)
+    select_file(_exported[0], pool, tmp_path / "picks.jsonl", Selection(4))
     job = open_job(tmp_path / "picks.jsonl", tmp_path / "labels.jsonl")
     assert job.labels == ["negative", "positive"]
     mixed = tmp_path / "mixed.jsonl"  # picks that disagree on the label set say nothing: the user is asked

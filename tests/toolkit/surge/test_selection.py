@@ -19,7 +19,7 @@ def test_select_picks_the_uncertain_and_never_a_duplicate_twice(_exported, tmp_p
     import numpy as np
 
     from senti.serving import Predictor
-    from senti.toolkit.surge.selection import select_file
+    from senti.toolkit.surge.selection import Selection, select_file
 
     out, _ = _exported
     texts = sorted({t for _, t in synthetic_rows(120, seed=41)} |
@@ -38,7 +38,7 @@ def test_select_picks_the_uncertain_and_never_a_duplicate_twice(_exported, tmp_p
     picks = {}
     for strategy in ("uncertainty", "diverse", "random"):
         dst = tmp_path / f"{strategy}.jsonl"
-        result = select_file(out, src, dst, budget=4, strategy=strategy)
+        result = select_file(out, src, dst, Selection(budget=4, strategy=strategy))
         picks[strategy] = [json.loads(line) for line in dst.read_text(encoding="utf-8").splitlines()]
         assert result["picked"] == 4 and len({p["text"] for p in picks[strategy]}) == 4  # no duplicate twice
         assert all("score" in p and p["reason"] and "id" in p for p in picks[strategy])
@@ -51,15 +51,15 @@ def test_select_picks_the_uncertain_and_never_a_duplicate_twice(_exported, tmp_p
     assert len(family & diverse) == 1  # diverse takes one of them
     tsv = tmp_path / "new.tsv"
     write_rows(tsv, [(r["id"], r["text"]) for r in rows], header=("id", "text"))
-    select_file(out, tsv, tmp_path / "picks.tsv", budget=2)
+    select_file(out, tsv, tmp_path / "picks.tsv", Selection(budget=2))
     header, *lines = (tmp_path / "picks.tsv").read_text(encoding="utf-8").splitlines()
     assert header.split("\t") == ["id", "text", "line", "guess", "confidence", "score", "reason"] and len(lines) == 2
     with pytest.raises(SentiError, match="cannot hold the scores"):
-        select_file(out, src, tmp_path / "picks.txt", budget=2)
+        select_file(out, src, tmp_path / "picks.txt", Selection(budget=2))
 
 
 def test_select_checks_its_output_first_keeps_every_column_and_counts_what_it_skips(_exported, tmp_path):
-    from senti.toolkit.surge.selection import select_file
+    from senti.toolkit.surge.selection import Selection, select_file
 
     pool = tmp_path / "pool.jsonl"
     rows = [{"id": i, "text": t, "score": f"user-{i}", "line": "mine", "reason": "theirs"}
@@ -74,10 +74,10 @@ def test_select_checks_its_output_first_keeps_every_column_and_counts_what_it_sk
                       (tmp_path, "is a folder"), (tmp_path / "dir.jsonl", "is a folder")):
         (tmp_path / "dir.jsonl").mkdir(exist_ok=True)
         with pytest.raises(SentiError, match=says):
-            select_file(nowhere, pool, dst, budget=5)
+            select_file(nowhere, pool, dst, Selection(budget=5))
     assert pool.read_bytes() == before
 
-    result = select_file(_exported[0], pool, tmp_path / "picks.jsonl", budget=5)
+    result = select_file(_exported[0], pool, tmp_path / "picks.jsonl", Selection(budget=5))
     assert result["unreadable"] == 15 and result["unreadable_lines"] == [1, 4, 7, 10, 13, 16, 19, 22, 25, 28]
     assert result["read"] == 50 and result["picked"] == 5
     picks = [json.loads(x) for x in (tmp_path / "picks.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -90,7 +90,7 @@ def test_select_checks_its_output_first_keeps_every_column_and_counts_what_it_sk
 
     big = tmp_path / "big.txt"  # a pool far larger than the budget keeps only a bounded set of candidates
     big.write_text("".join(f"{t}{i}\n" for i, (_, t) in enumerate(synthetic_rows(6000, seed=4))), encoding="utf-8")
-    result = select_file(_exported[0], big, tmp_path / "few.tsv", budget=3)
+    result = select_file(_exported[0], big, tmp_path / "few.tsv", Selection(budget=3))
     assert result["read"] == 6000 and result["candidates_kept"] == 1000 and result["picked"] == 3
 
 
