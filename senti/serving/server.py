@@ -321,16 +321,25 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
     `reload()` loads the export anew (a new `Predictor`); SIGHUP calls it too. `supervisor_pid`: this app is one
     of several worker processes under that supervisor, whose SIGHUP is the only way to reload them all.
     Returns (the guarded ASGI app, the FastAPI app)."""
-    from fastapi import FastAPI, Header
+    from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import Response
-    from prometheus_client import CONTENT_TYPE_LATEST
 
     service = PredictService(predictor, config, reload, supervisor_pid)
     app = FastAPI(title="senti", version="1", lifespan=service.lifespan, docs_url=None, redoc_url=None,  # console.py
                   description=f"Chinese sentiment analysis: labels {predictor.labels}, backend {predictor.backend_name}")
     add_pages(app, service.status, page_guard(config.api_key, "senti"))
     app.add_exception_handler(RequestValidationError, service.invalid)
+
+    _scoring_routes(app, service)
+    _admin_and_probe_routes(app, service, config)
+    guarded = Guard(app, config.max_body_bytes, config.body_timeout_s,
+                    lambda status: service.metrics.requests.labels(str(status)).inc())
+    return guarded, app
+
+
+def _scoring_routes(app, service: PredictService) -> None:
+    """POST /v1/predict and /v1/aspects, each after authorization."""
+    from fastapi import Header
 
     @app.post(PREDICT_PATH, response_model=PredictResponse,
               responses={401: {"description": "missing or wrong API key"}, 413: {"description": "too large"},
@@ -352,6 +361,13 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
         service.authorize(authorization, x_api_key)
         return await service.aspects(body, request)
 
+
+def _admin_and_probe_routes(app, service: PredictService, config: ServerConfig) -> None:
+    """POST /v1/admin/reload (only with an API key), the probes /healthz and /readyz, and /metrics."""
+    from fastapi import Header
+    from fastapi.responses import Response
+    from prometheus_client import CONTENT_TYPE_LATEST
+
     @app.post("/v1/admin/reload", responses={401: {"description": "missing or wrong API key"},
                                              409: {"description": "the new export failed; the old model serves"}})
     async def admin_reload(authorization: str | None = Header(None), x_api_key: str | None = Header(None)):
@@ -372,10 +388,6 @@ def create_app(predictor, config: ServerConfig, reload=None, supervisor_pid: int
     @app.get("/metrics")
     async def prometheus_metrics():
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
-
-    guarded = Guard(app, config.max_body_bytes, config.body_timeout_s,
-                    lambda status: service.metrics.requests.labels(str(status)).inc())
-    return guarded, app
 
 
 WORKER_SPEC_ENV = "SENTI_SERVE_WORKER_SPEC"  # how each worker process loads its model (JSON), set by serve()
