@@ -72,7 +72,7 @@ def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads
     import ray
 
     from senti.serving import Predictor
-    from senti.serving.ray_predict import predict_with_ray
+    from senti.serving.ray_predict import RayJob, predict_with_ray
 
     work.mkdir(parents=True, exist_ok=True)
     source = work / f"ray_input_{rows}.parquet"
@@ -95,8 +95,8 @@ def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads
     busy0 = _busy_cpu_seconds()
     with _ProcessWatch() as watch:
         procs0 = dict(watch.seen)  # its first reading, taken on entering
-        result = predict_with_ray(export_dir, str(source), str(dest), id_column="id", backend=backend,
-                                  batch_size=batch_size, actors=actors, threads_per_actor=threads_per_actor)
+        result = predict_with_ray(export_dir, str(source), str(dest), RayJob(
+            actors=actors, threads_per_actor=threads_per_actor, batch_size=batch_size, id_column="id", backend=backend))
         ray_cpu = _busy_cpu_seconds() - busy0
     # Where the CPU went, by process name (a process that ended counts up to its last reading, at most 1 s old).
     by_name: dict[str, float] = {}

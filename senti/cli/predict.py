@@ -125,7 +125,7 @@ def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_
                  backend):
     if source is None or dest is None:
         raise fail("--engine ray needs --input (file, folder or glob) and --output (.parquet or .jsonl)")
-    from senti.serving.ray_predict import predict_with_ray, quiet_ray_data
+    from senti.serving.ray_predict import RayJob, predict_with_ray, quiet_ray_data
 
     quiet_ray_data()
     try:  # Ray resets the warning filters for its own categories when it loads: quiet them after that
@@ -145,10 +145,9 @@ def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_
                 bar.update(task, completed=rows, total=total)
 
         try:
-            result = predict_with_ray(model, str(source), str(dest), address=address, actors=actors,
-                                      threads_per_actor=threads_per_actor, batch_size=batch_size,
-                                      text_column=text_column, id_column=id_column, backend=backend,
-                                      progress=progress, progress_every_s=1.0 if terminal else 30.0)
+            job = RayJob(address, actors, threads_per_actor, batch_size, text_column, id_column, backend)
+            result = predict_with_ray(model, str(source), str(dest), job, progress=progress,
+                                      progress_every_s=1.0 if terminal else 30.0)
         except KeyboardInterrupt:
             raise fail(f"interrupted: nothing written to {dest}", 130) from None
     if result["rows_out"] != result["rows_in"]:

@@ -13,6 +13,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from itertools import accumulate
 from pathlib import Path
 
@@ -153,18 +154,45 @@ def _input_and_output(source: str, dest: str) -> tuple[list[str], str, str]:
     return paths, kinds.pop(), out_kind
 
 
-def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | None = None, actors: int | None = None,
-                     threads_per_actor: int | None = None, batch_size: int = 32, text_column: str = "text",
-                     id_column: str | None = None, backend: str = "auto",
+@dataclass
+class RayJob:
+    """Where and how the rows are scored: the cluster (`address`; None: a local Ray on this machine's cores), the
+    actors and their threads (None: the serve rule, `placement_for`), the model's batch, the input's columns and
+    the backend."""
+
+    address: str | None = None
+    actors: int | None = None
+    threads_per_actor: int | None = None
+    batch_size: int = 32
+    text_column: str = "text"
+    id_column: str | None = None
+    backend: str = "auto"
+
+
+def _start_ray(ray, address: str | None) -> float:
+    """Ray started (or joined at `address`) unless it already runs; the seconds it took."""
+    from senti.core.runtime import available_cores
+
+    started = time.perf_counter()
+    _lean_data_context(ray)
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=False, logging_level=_ray_log_level())
+        else:
+            start_local_ray(ray, available_cores())
+    return time.perf_counter() - started
+
+
+def predict_with_ray(export_dir: Path, source: str, dest: str, job: RayJob | None = None,
                      progress: Callable[[int, int], None] | None = None, progress_every_s: float = 1.0) -> dict:
-    """Score `source` into `dest` (.parquet or .jsonl folder) on Ray; returns counts and timings. `progress(rows
-    written, rows in)` is called every `progress_every_s` seconds while Ray works."""
+    """Score `source` into `dest` (.parquet or .jsonl folder) on Ray as `job` says; returns counts and timings.
+    `progress(rows written, rows in)` is called every `progress_every_s` seconds while Ray works."""
+    job = job or RayJob()
     quiet_ray_data()
     try:
         import ray
     except ImportError:
         raise SentiError(INSTALL_HINT) from None
-    from senti.core.runtime import available_cores
     from senti.serving import export_folder
     from senti.serving.placement import placement_for
     from senti.serving.ray_rows import NumberedRows, count_rows
@@ -174,43 +202,34 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, address: str | No
     # Counted here, before Ray starts, one file at a time (Parquet footers, a newline count, the CSV reader): the
     # row positions that number rows without an id column, and the size of an actor's call. Ray executes the plan
     # once, in the write.
-    file_rows = [count_rows(path, kind, text_column, id_column) for path in paths]
+    file_rows = [count_rows(path, kind, job.text_column, job.id_column) for path in paths]
     rows_in = sum(file_rows)
-
     started = time.perf_counter()
-    _lean_data_context(ray)
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address, log_to_driver=False, logging_level=_ray_log_level())
-        else:
-            start_local_ray(ray, available_cores())
-    startup_s = time.perf_counter() - started
+    startup_s = _start_ray(ray, job.address)
     cpus = int(ray.cluster_resources().get("CPU", 1))
     # The serve rule (actors for workers): a small model scores best as single-threaded actors, one a core. On
     # 2 cores 2 x 1 scored 100,000 rows 15% faster than 1 x 2 for the same CPU (docs/results/ray.md); 2 x 1 looked slower
     # only while one input block fed one actor (blocks of one call's rows fix that).
-    layout = placement_for(meta, cpus, actors, threads_per_actor)
-    actors, threads_per_actor = layout.workers, layout.threads
+    layout = placement_for(meta, cpus, job.actors, job.threads_per_actor)
     light = {"num_cpus": 0.1}  # reading and parsing are cheap next to the model; leave the cores to the actors
     # Ray's CPU counts are logical: the actors' threads are set explicitly, and each actor reserves a
     # little less than its threads so that Ray Data's file-listing task (1 CPU) can always be placed;
     # reserving every core makes a small machine deadlock before the first file is read.
-    reserve = threads_per_actor * (1 - 1 / max(cpus, 2))
-    rows_per_call = rows_per_actor_call(rows_in, actors, batch_size)
+    reserve = layout.threads * (1 - 1 / max(cpus, 2))
+    rows_per_call = rows_per_actor_call(rows_in, layout.workers, job.batch_size)
 
     firsts = list(accumulate(file_rows, initial=0))[:-1]  # each file's first row's position
-    rows = NumberedRows(paths, kind, firsts, text_column, id_column, rows_per_call)
+    rows = NumberedRows(paths, kind, firsts, job.text_column, job.id_column, rows_per_call)
     # Streaming: a file is read in blocks of one actor call's rows (a big file is never held whole, and its blocks
     # spread over every actor), scored and written as blocks go; nothing of the output is held.
-    scored = _score(ray, ray.data.read_datasource(rows, num_cpus=light["num_cpus"]), export_dir, backend,
-                    threads_per_actor, text_column, rows.id_column, batch_size, rows_per_call, actors, reserve,
-                    address)
+    placed = replace(job, actors=layout.workers, threads_per_actor=layout.threads, id_column=rows.id_column)
+    scored = _score(ray, ray.data.read_datasource(rows, num_cpus=light["num_cpus"]), export_dir, placed,
+                    rows_per_call, reserve)
     rows_out, errors = _write(scored, Path(dest), out_kind, light,
                               lambda folder: WrittenRows(folder, out_kind, rows_in, progress, progress_every_s))
-    total_s = time.perf_counter() - started
-    return {"rows_in": rows_in, "rows_out": rows_out, "errors": errors, "actors": actors, "rows_per_call": rows_per_call,
-            "threads_per_actor": threads_per_actor, "layout_why": layout.why, "cpus": cpus, "ray_startup_s": startup_s,
-            "total_s": total_s, "output": dest}
+    return {"rows_in": rows_in, "rows_out": rows_out, "errors": errors, "actors": layout.workers,
+            "rows_per_call": rows_per_call, "threads_per_actor": layout.threads, "layout_why": layout.why,
+            "cpus": cpus, "ray_startup_s": startup_s, "total_s": time.perf_counter() - started, "output": dest}
 
 
 def _write(scored, dest: Path, kind: str, remote_args: dict, watch) -> tuple[int, int]:
@@ -240,23 +259,22 @@ def _write(scored, dest: Path, kind: str, remote_args: dict, watch) -> tuple[int
     return rows_out, errors
 
 
-def _score(ray, ds, export_dir, backend: str, threads: int, text_column: str, id_column: str, batch_size: int,
-           rows_per_call: int, actors: int, reserve: float, address: str | None):
-    """The scored dataset (lazy: executed by the write that follows): `actors` ScoreBatch actors, `rows_per_call`
-    rows a call."""
+def _score(ray, ds, export_dir, job: RayJob, rows_per_call: int, reserve: float):
+    """The scored dataset (lazy: executed by the write that follows): `job.actors` ScoreBatch actors of
+    `job.threads_per_actor` threads, `rows_per_call` rows a call."""
     with warnings.catch_warnings():
         # Ray 2.60 has no named map_batches parameter for max_restarts and warns about the generic route (to be
         # removed in Ray 2.64: revisit then); the setting is what keeps a local run free of Ray's restart warning.
         warnings.simplefilter("ignore", DeprecationWarning)
         return ds.map_batches(
-            ScoreBatch, fn_constructor_kwargs=dict(export_dir=str(export_dir), backend=backend, threads=threads,
-                                                   text_column=text_column, id_column=id_column,
-                                                   batch_size=batch_size),
-            batch_size=rows_per_call, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
+            ScoreBatch, fn_constructor_kwargs=dict(export_dir=str(export_dir), backend=job.backend,
+                                                   threads=job.threads_per_actor, text_column=job.text_column,
+                                                   id_column=job.id_column, batch_size=job.batch_size),
+            batch_size=rows_per_call, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=job.actors),
             num_cpus=reserve,
             # On this machine alone a crashed actor would only crash again: no restarts, which also spares the
             # driver Ray's warning about restartable actors whose constructor arguments live in the object store.
-            **({"max_restarts": 0} if address is None else {}),
+            **({"max_restarts": 0} if job.address is None else {}),
         )
 
 

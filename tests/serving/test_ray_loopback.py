@@ -26,7 +26,7 @@ def _listening(pids: set[int]) -> set[tuple[str, str]]:
 
 
 def test_local_ray_listens_on_loopback_only(_exported, tmp_path):
-    from senti.serving.ray_predict import predict_with_ray
+    from senti.serving.ray_predict import RayJob, predict_with_ray
 
     out, _ = _exported
     if ray.is_initialized():
@@ -44,7 +44,7 @@ def test_local_ray_listens_on_loopback_only(_exported, tmp_path):
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        result = predict_with_ray(out, str(src), str(tmp_path / "out.jsonl"), id_column="id", backend="onnx")
+        result = predict_with_ray(out, str(src), str(tmp_path / "out.jsonl"), RayJob(id_column="id", backend="onnx"))
         tree = psutil.Process().children(recursive=True)
         seen.update(_listening({psutil.Process().pid, *(p.pid for p in tree)}))
     finally:

@@ -13,7 +13,7 @@ ray = pytest.importorskip("ray", reason="Ray Data is the optional 'scale' extra"
 pa = pytest.importorskip("pyarrow")
 
 from senti.serving import Predictor  # noqa: E402
-from senti.serving.ray_predict import predict_with_ray  # noqa: E402
+from senti.serving.ray_predict import RayJob, predict_with_ray  # noqa: E402
 
 ROWS = 3000
 
@@ -57,8 +57,8 @@ def test_parquet_with_an_id_column(_exported, expected, local_ray, tmp_path):
     (tmp_path / "in").mkdir()
     pq.write_table(pa.Table.from_pylist(rows[:1500]), tmp_path / "in" / "a.parquet")
     pq.write_table(pa.Table.from_pylist(rows[1500:]), tmp_path / "in" / "b.parquet")
-    result = predict_with_ray(out, str(tmp_path / "in"), str(tmp_path / "out.parquet"), id_column="review_id",
-                              backend="onnx")
+    job = RayJob(id_column="review_id", backend="onnx")
+    result = predict_with_ray(out, str(tmp_path / "in"), str(tmp_path / "out.parquet"), job)
     assert result["rows_in"] == result["rows_out"] == ROWS and result["errors"] == 2
     # The serve rule's layout for a narrow model on Ray's 2 CPUs: one single-threaded actor a core (was 1 x 2)
     assert (result["actors"], result["threads_per_actor"]) == (2, 1) and "wide model" in result["layout_why"]
@@ -89,8 +89,8 @@ def test_one_parquet_file_is_spread_over_every_actor(_exported, expected, local_
     rows = [{"id": f"r{i}", "text": texts[i % len(texts)]} for i in range(ROWS)]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "one.parquet")
     assert pq.ParquetFile(tmp_path / "one.parquet").metadata.num_row_groups == 1
-    result = predict_with_ray(out, str(tmp_path / "one.parquet"), str(tmp_path / "out.parquet"), id_column="id",
-                              actors=2, threads_per_actor=1, batch_size=16, backend="onnx")
+    result = predict_with_ray(out, str(tmp_path / "one.parquet"), str(tmp_path / "out.parquet"), RayJob(
+        id_column="id", actors=2, threads_per_actor=1, batch_size=16, backend="onnx"))
     assert result["rows_out"] == ROWS and result["errors"] == 0
     assert len(set(calls.read_text(encoding="utf-8").split())) == 2  # both actors scored
     _check(pq.read_table(tmp_path / "out.parquet").to_pylist(), [r["id"] for r in rows],
@@ -113,7 +113,7 @@ def test_jsonl_without_ids_gets_row_numbers_and_bad_lines_become_error_rows(_exp
             lines.append(json.dumps({"text": texts[i % len(texts)]}, ensure_ascii=False))
     src = tmp_path / "in.jsonl"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = predict_with_ray(out, str(src), str(tmp_path / "out.jsonl"), batch_size=16, backend="onnx")
+    result = predict_with_ray(out, str(src), str(tmp_path / "out.jsonl"), RayJob(batch_size=16, backend="onnx"))
     assert result["rows_in"] == result["rows_out"] == ROWS and result["errors"] == 3
     scored = [json.loads(line) for part in sorted((tmp_path / "out.jsonl").iterdir())
               for line in part.read_text(encoding="utf-8").splitlines()]
@@ -137,7 +137,7 @@ def test_row_numbers_follow_the_input_order_across_files_of_different_sizes(_exp
         pq.write_table(pa.table({"text": chosen}), tmp_path / "in" / name)
         texts_by_id.update({str(position + k): t for k, t in enumerate(chosen)})
         position += size
-    result = predict_with_ray(out, str(tmp_path / "in"), str(tmp_path / "out.parquet"), backend="onnx")
+    result = predict_with_ray(out, str(tmp_path / "in"), str(tmp_path / "out.parquet"), RayJob(backend="onnx"))
     assert result["rows_in"] == result["rows_out"] == position and result["errors"] == 0
     _check(pq.read_table(tmp_path / "out.parquet").to_pylist(), list(texts_by_id), texts_by_id, predictions, set())
 
@@ -167,7 +167,7 @@ def test_the_plan_runs_once_and_the_progress_counts_written_rows(_exported, expe
         texts_by_id.update({str(position + k): t for k, t in enumerate(chosen)})
         position += size
     seen = []
-    result = predict_with_ray(out, str(tmp_path / "in"), str(tmp_path / "out.parquet"), backend="onnx",
+    result = predict_with_ray(out, str(tmp_path / "in"), str(tmp_path / "out.parquet"), RayJob(backend="onnx"),
                               progress=lambda rows, total: seen.append((rows, total)), progress_every_s=0.05)
     assert len(executions) == 1
     assert result["rows_in"] == result["rows_out"] == position == 3000 and result["errors"] == 0
