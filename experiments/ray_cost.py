@@ -51,9 +51,10 @@ def main(argv=None) -> list[dict]:
 
 def _round(args, texts: list[str], work: Path, rows: int, n: int) -> dict:
     from senti.benchmarks.ray_load import bench_ray
+    from senti.serving.ray_predict import RayJob
 
-    record = bench_ray(Path(args.model), texts, work, rows=rows, threads=args.threads, actors=args.actors,
-                       threads_per_actor=args.threads_per_actor)
+    record = bench_ray(Path(args.model), texts, work, rows=rows, threads=args.threads,
+                       job=RayJob(actors=args.actors, threads_per_actor=args.threads_per_actor))
     record["round"] = n
     print(f"{rows:,} rows, round {n}, {record['actors']} actor(s) x {record['threads_per_actor']} thread(s): "
           f"CPU efficiency {record['cpu_efficiency']:.3f} (in process "

@@ -8,9 +8,14 @@ from the OS. On enough rows the start-up is amortised: the student shape runs 10
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from senti.benchmarks.markdown import number, table
+
+if TYPE_CHECKING:
+    from senti.serving.ray_predict import RayJob
 
 STUDENT_ROWS = 100_000  # rows for the small shape, so Ray's start-up is a small part of the run
 OTHER_ROWS = 3_000
@@ -63,10 +68,11 @@ class _ProcessWatch:
         self.seen.update(_cpu_by_process())
 
 
-def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads: int = 2, batch_size: int = 32,
-              shape: str = "", actors: int | None = None, threads_per_actor: int | None = None) -> dict:
+def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads: int = 2, shape: str = "",
+              job: RayJob | None = None) -> dict:
     """texts/s and CPU-seconds in process and through a fresh local Ray (start-up timed apart), on one Parquet file.
-    `actors`/`threads_per_actor` as `senti predict --engine ray` takes them (None: its default layout)."""
+    `job` (a RayJob: actors, threads a actor, batch size) as `senti predict --engine ray` takes it (None: its
+    default layout, batches of 32)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     import ray
@@ -74,6 +80,8 @@ def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads
     from senti.serving import Predictor
     from senti.serving.ray_predict import RayJob, predict_with_ray
 
+    job = job or RayJob()
+    batch_size = job.batch_size
     work.mkdir(parents=True, exist_ok=True)
     source = work / f"ray_input_{rows}.parquet"
     column = [texts[i % len(texts)] for i in range(rows)]
@@ -95,8 +103,7 @@ def bench_ray(export_dir: Path, texts: list[str], work: Path, rows: int, threads
     busy0 = _busy_cpu_seconds()
     with _ProcessWatch() as watch:
         procs0 = dict(watch.seen)  # its first reading, taken on entering
-        result = predict_with_ray(export_dir, str(source), str(dest), RayJob(
-            actors=actors, threads_per_actor=threads_per_actor, batch_size=batch_size, id_column="id", backend=backend))
+        result = predict_with_ray(export_dir, str(source), str(dest), replace(job, id_column="id", backend=backend))
         ray_cpu = _busy_cpu_seconds() - busy0
     # Where the CPU went, by process name (a process that ended counts up to its last reading, at most 1 s old).
     by_name: dict[str, float] = {}

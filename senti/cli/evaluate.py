@@ -57,9 +57,9 @@ def evaluate(
 
             check_output(None, output, suffixes=(".json",))
         if len(datasets) > 1 or group_by is not None:
-            from senti.toolkit.evaluation.evaluate import evaluate_domains
+            from senti.toolkit.evaluation.evaluate import Scorer, evaluate_domains
 
-            report = evaluate_domains(model, datasets, split.value, batch_size, trust_pickle, backend.value,
+            report = evaluate_domains(Scorer(model, batch_size, trust_pickle, backend.value), datasets, split.value,
                                       baseline, seed, group_by)
             _print_domains(report, output or model / layout.eval_domains(report["split"]))
             return

@@ -160,12 +160,12 @@ def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_
 
 def _predict_file(predictor, src: str, dst: str, batch_size: int, text_column: str | None, id_column: str | None,
                   input_format, on) -> dict:
-    from senti.serving.streaming import predict_file
+    from senti.serving.streaming import Columns, predict_file
 
-    columns = dict(text_column=text_column, id_column=id_column, input_format=input_format)
+    columns = Columns(text_column, id_column, input_format)
     if src == STDIO:  # no size to show progress against; answers stream out as lines come in
-        return predict_file(predictor, src, dst, batch_size=batch_size, **columns)
+        return predict_file(predictor, src, dst, batch_size=batch_size, columns=columns)
     with byte_progress("scoring", on) as progress:
         task = progress.add_task("scoring", total=Path(src).stat().st_size)
-        return predict_file(predictor, Path(src), dst, batch_size=batch_size,
-                            progress=lambda n: progress.advance(task, n), **columns)
+        return predict_file(predictor, Path(src), dst, batch_size=batch_size, columns=columns,
+                            progress=lambda n: progress.advance(task, n))

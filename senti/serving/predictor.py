@@ -87,12 +87,21 @@ def choose_backend(meta: ExportMeta, device: str) -> str:
     raise ArtifactError(f"no usable backend in the export (formats: {', '.join(formats)})")
 
 
+@dataclass(frozen=True)
+class LongTexts:
+    """What a predictor does with a text longer than max_seq_len: `mode` "truncate", or "window" (windows `stride`
+    tokens apart, at most `max_windows` a text)."""
+
+    mode: str
+    stride: int
+    max_windows: int = MAX_WINDOWS_PER_TEXT
+
+
 class Predictor:
     """Tokenize, batch by length, run the backend, and return one `Prediction` per text in input order."""
 
-    def __init__(self, export_dir: Path, meta: ExportMeta, backend, backend_name: str, long_text: str, stride: int,
-                 call_cost_tokens: int | None = None, max_windows: int = MAX_WINDOWS_PER_TEXT, *,
-                 tokenizer: FastTokenizer, version: str):
+    def __init__(self, export_dir: Path, meta: ExportMeta, backend, backend_name: str, long_texts: LongTexts,
+                 call_cost_tokens: int | None = None, *, tokenizer: FastTokenizer, version: str):
         self.export_dir = Path(export_dir)
         self.meta = meta
         self.labels: list[str] = meta.labels
@@ -100,10 +109,10 @@ class Predictor:
         self.backend = backend
         self.backend_name = backend_name
         self.tokenizer = tokenizer
-        self.long_text = long_text
-        self.stride = stride
+        self.long_text = long_texts.mode
+        self.stride = long_texts.stride
         self.call_cost_tokens = call_cost_tokens
-        self.max_windows = max_windows
+        self.max_windows = long_texts.max_windows
         self.version = version  # a hash of the bytes loaded: export.json, vocabulary, model
         self.tally = new_tally()  # what the model has been given since loading (calls, rows, tokens, padding)
 
@@ -155,8 +164,8 @@ class Predictor:
         # On CPU a call costs little beyond its padded tokens, so mixed-length batches are cut (see
         # serving.batching); a GPU wants the big batch whatever its padding.
         call_cost = CPU_CALL_COST_TOKENS if device == "cpu" else None
-        predictor = cls(export_dir, meta, runner, name, long_text, stride, call_cost, max_windows, tokenizer=tokenizer,
-                        version=export_folder.version_of(meta_raw, vocab_raw, model_digest))
+        predictor = cls(export_dir, meta, runner, name, LongTexts(long_text, stride, max_windows), call_cost,
+                        tokenizer=tokenizer, version=export_folder.version_of(meta_raw, vocab_raw, model_digest))
         export_folder.check_model(predictor)
         return predictor
 

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -111,14 +112,25 @@ def check_output(src: Path | str | None, dst: Path | str, suffixes=OUTPUT_SUFFIX
         raise DataError(f"--output {dst} is the input file; write elsewhere")
 
 
+@dataclass(frozen=True)
+class Columns:
+    """Which of the input's columns hold the text and the id (None: the usual names; no id), and its format when
+    the file's name does not say it (standard input: ".txt" or ".jsonl")."""
+
+    text: str | None = None
+    id: str | None = None
+    input_format: str | None = None
+
+
 def predict_file(predictor, src: Path | str, dst: Path | str, batch_size: int = 32, chunk_rows: int = 1024,
-                 text_column: str | None = None, progress: Callable[[int], None] | None = None,
-                 input_format: str | None = None, id_column: str | None = None) -> dict:
+                 columns: Columns | None = None, progress: Callable[[int], None] | None = None) -> dict:
     """Score `src` into `dst` in chunks of `chunk_rows`; returns counts and the line numbers of error rows.
 
-    `src` "-" reads standard input (`input_format` ".txt" or ".jsonl") and `dst` "-" writes JSONL to standard
-    output; from a pipe, a chunk is also handed over whenever the input pauses, so answers stream out.
+    `src` "-" reads standard input and `dst` "-" writes JSONL to standard output; from a pipe, a chunk is also
+    handed over whenever the input pauses, so answers stream out.
     """
+    columns = columns or Columns()
+    text_column, id_column, input_format = columns.text, columns.id, columns.input_format
     check_output(src, dst)
     kind = input_format or (".txt" if str(src) == STDIO else Path(src).suffix.lower())
     if id_column and kind == ".txt":

@@ -209,13 +209,11 @@ def domain_rows(datasets: list[str], split: str, labels: list[str], where: Path,
     return dict(sorted(groups.items()))
 
 
-def evaluate_domains(model_dir, datasets: list[str], split: str = "test", batch_size: int = 64,
-                     trust_pickle: bool = False, backend: str = "auto", baseline: bool = True,
+def evaluate_domains(scorer: Scorer, datasets: list[str], split: str = "test", baseline: bool = True,
                      seed: int | None = None, group_by: str | None = None) -> dict:
-    """One model on several domains: each dataset's `split` (or one file's rows grouped by `group_by`), with
-    accuracy, macro-F1, the baseline (fitted once, on the model's own training split) and how many texts the
+    """One model (`scorer`) on several domains: each dataset's `split` (or one file's rows grouped by `group_by`),
+    with accuracy, macro-F1, the baseline (fitted once, on the model's own training split) and how many texts the
     model had seen, per domain. A shop running one model over many product kinds reads this table first."""
-    scorer = Scorer(model_dir, batch_size, trust_pickle, backend)
     domains = domain_rows(datasets, split, scorer.labels, scorer.folder, scorer.recipe, seed, group_by)
     record = baseline_beside(scorer.folder, scorer.recipe, datasets[0], domains, scorer.labels, seed) if baseline \
         else None
