@@ -30,9 +30,10 @@ def bind_rendezvous_to(host: str) -> None:
 
 
 def main() -> None:
-    from senti.core.runtime import die_with_parent
+    from senti.core.runtime import die_with_parent, import_paddle
 
     die_with_parent(signal.SIGTERM, int(os.environ.get(PARENT_PID, "0") or 0))  # the launcher stops its workers
+    import_paddle()  # else Paddle's import prints its OMP_NUM_THREADS advice into every data-parallel run's output
     if os.environ.get(MASTER_HOST):
         bind_rendezvous_to(os.environ[MASTER_HOST])
     from paddle.distributed.launch.main import launch

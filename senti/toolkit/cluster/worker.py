@@ -31,8 +31,9 @@ def _report_error(message: str) -> None:
 def _worker(config_file: str) -> None:
     import signal
 
-    from senti.core.runtime import die_with_parent
+    from senti.core.runtime import die_with_parent, import_paddle
 
+    import_paddle()  # before any module imports Paddle, whose import prints its OMP_NUM_THREADS advice otherwise
     # The launcher started this worker; should it die (senti killed outright ends it), so does the worker. SIGKILL:
     # a worker waiting in a collective would not reach its next step boundary, and every save is an atomic rename.
     die_with_parent(signal.SIGKILL)

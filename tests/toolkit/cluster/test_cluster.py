@@ -281,3 +281,12 @@ def test_a_data_parallel_run_passes_on_its_first_workers_progress(tmp_path):
     assert _watch([sys.executable, "-c", writer], tmp_path, Cluster(), say=said.append, every_s=0.3) == 0
     assert said and all(line.startswith("worker 0: epoch 1 step ") for line in said)
     assert len(said) == len(set(said)) >= 2  # each new line once, as it came
+
+
+def test_the_launcher_does_not_print_paddles_thread_advice():
+    """Paddle's import prints "PLEASE USE OMP_NUM_THREADS WISELY." whenever OMP_NUM_THREADS > 1; senti sets the
+    threads on purpose, and the launcher's import of Paddle printed it into every multi-node log (before)."""
+    done = subprocess.run([sys.executable, "-m", "senti.toolkit.cluster.launcher", "--help"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert done.returncode == 0 and "usage:" in done.stdout, done.stderr[-2000:]
+    assert "WISELY" not in done.stderr and "OMP_NUM_THREADS set to" not in done.stderr
