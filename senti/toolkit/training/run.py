@@ -3,8 +3,10 @@
 As in setfit's `DistillationTrainer(Trainer)`: `Run` owns the step loop and what surrounds it (runtime and
 device, the output folder, joining the other workers and agreeing on settings, the optimizer and its schedule,
 AMP, the finite-loss check, signals and a time budget, the census, the end of an interrupted run), and a
-subclass answers hooks: `default_lr`, `prepare` (data, model, metrics), `agreement`, `epoch_batches`, `loss` (one
-batch), `record_step`, `after_step` (its save cadence), `end_epoch` and `finish`. `ClassifierRun` adds what
+subclass answers its nineteen hooks (docs/ARCHITECTURE.md, "One run", lists each): `claim_output`, `default_lr`,
+`prepare` (data, model, metrics), `agreement`, `examples`, `epoch_batches`, `loss` (one batch), `budget`,
+`budget_plan`, `grad_scaler`, `first_step`, `record_step`, `describe`, `ending`, `after_step` (its save cadence),
+`end_epoch`, `diverged`, `finish` and `interrupted_message`. `ClassifierRun` adds what
 `senti train` and `senti distill` share: evaluation on dev (choosing the n-gram head's weight when the model has
 one), keeping the best checkpoint, early stopping, metrics.json and the curves. `PretrainRun`
 (training/pretrain.py) adds masking, held-out MLM figures, saving every N steps, resuming and a time budget.
