@@ -65,14 +65,20 @@ def predict(
                                                        "senti serve lays out workers, by the model's width.",
                                                   min=1)] = None,
     threads_per_actor: Annotated[Optional[int], typer.Option(help="Threads per Ray actor.", min=1)] = None,
+    aspects_file: Annotated[Optional[Path], typer.Option(
+        "--aspects", help="With --engine ray: an aspect list (as senti aspects takes it); each aspect's answer and "
+                          "score become columns aspect_NAME and aspect_NAME_score.", exists=True, dir_okay=False)] = None,
     id_column: Annotated[Optional[str], typer.Option(help="Input column carried to the output as `id` (a row without "
                                                           "one: an error row); Ray's default: the position.")] = None,
 ):
     """Score texts with an exported model: a table for a few texts, a streamed file for many."""
     quiet_warnings()
     if engine.value == "ray":
-        return _predict_ray(model, input, output, address, actors, threads_per_actor, batch_size,
-                            text_column or "text", id_column, backend.value)
+        return _predict_ray(model, input, output, aspects_file, dict(
+            address=address, actors=actors, threads_per_actor=threads_per_actor, batch_size=batch_size,
+            text_column=text_column or "text", id_column=id_column, backend=backend.value))
+    if aspects_file is not None:
+        raise fail("--aspects writes aspect columns with --engine ray; on this machine, senti aspects answers them")
     if bool(texts) == bool(input):
         raise fail("give texts as arguments or one --input file (not both, not neither)")
     if input and not output:
@@ -94,15 +100,7 @@ def predict(
             counts = _predict_file(predictor, input, output, batch_size, text_column, id_column,
                                    input_format and f".{input_format.value}", say_to)
     if texts:
-        table = Table(title=f"senti predict ({predictor.backend_name})")
-        table.add_column("text")
-        table.add_column("label")
-        table.add_column("confidence", justify="right")
-        for text, p in zip(texts, results):
-            table.add_row(escape(text if len(text) <= 60 else text[:57] + "..."), escape(p.label),
-                          f"{p.score:.4f}" + (" (cut)" if p.truncated else ""))
-        console.print(table)
-        return
+        return _print_table(predictor, texts, results)
     for stale in counts["stale_removed"]:
         err_console.print(f"removed {escape(stale)}: the partial output of an earlier run that was killed")
     say_to.print(f"{counts['rows']} rows in, {counts['rows']} rows out ({output}): {counts['predicted']} scored, "
@@ -121,11 +119,25 @@ def predict(
         err_console.print(f"[yellow]unreadable rows at lines {lines}{more}; written with their error[/]")
 
 
-def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_size, text_column, id_column,
-                 backend):
+def _print_table(predictor, texts: list[str], results) -> None:
+    table = Table(title=f"senti predict ({predictor.backend_name})")
+    table.add_column("text")
+    table.add_column("label")
+    table.add_column("confidence", justify="right")
+    for text, p in zip(texts, results):
+        table.add_row(escape(text if len(text) <= 60 else text[:57] + "..."), escape(p.label),
+                      f"{p.score:.4f}" + (" (cut)" if p.truncated else ""))
+    console.print(table)
+
+
+def _predict_ray(model, source, dest, aspects_file: Path | None, settings: dict):
+    """`settings`: RayJob's fields as the options gave them."""
     if source is None or dest is None:
         raise fail("--engine ray needs --input (file, folder or glob) and --output (.parquet or .jsonl)")
     from senti.serving.ray_predict import RayJob, predict_with_ray, quiet_ray_data
+
+    with user_errors():
+        listed = _aspect_list(aspects_file)
 
     quiet_ray_data()
     try:  # Ray resets the warning filters for its own categories when it loads: quiet them after that
@@ -145,7 +157,7 @@ def _predict_ray(model, source, dest, address, actors, threads_per_actor, batch_
                 bar.update(task, completed=rows, total=total)
 
         try:
-            job = RayJob(address, actors, threads_per_actor, batch_size, text_column, id_column, backend)
+            job = RayJob(**settings, aspects=listed)
             result = predict_with_ray(model, str(source), str(dest), job, progress=progress,
                                       progress_every_s=1.0 if terminal else 30.0)
         except KeyboardInterrupt:
@@ -169,3 +181,12 @@ def _predict_file(predictor, src: str, dst: str, batch_size: int, text_column: s
         task = progress.add_task("scoring", total=Path(src).stat().st_size)
         return predict_file(predictor, Path(src), dst, batch_size=batch_size, columns=columns,
                             progress=lambda n: progress.advance(task, n))
+
+
+def _aspect_list(path: Path | None) -> list | None:
+    """The aspect file's entries, checked as senti aspects checks them (the actors parse them again)."""
+    if path is None:
+        return None
+    from senti.core.aspects import read_aspects
+
+    return [a.to_json() for a in read_aspects(path)]

@@ -13,7 +13,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from itertools import accumulate
 from pathlib import Path
 
@@ -31,15 +31,23 @@ WRITE_SUFFIXES = suffixes("ray_output")
 class ScoreBatch:
     """Ray Data callable class: one Predictor per actor, reused for every batch it receives."""
 
-    def __init__(self, export_dir: str, backend: str, threads: int, text_column: str, id_column: str,
-                 batch_size: int):
+    def __init__(self, export_dir: str, job: dict):
         from senti.serving.predictor import Predictor
 
+        self.job = RayJob(**job)  # the placed job, as a dict: what Ray sends an actor's constructor
         # No spinning: between Ray's calls an actor's idle ONNX Runtime threads would busy-wait on cores that
         # Ray's own processes and the next block's reading need.
-        self.predictor = Predictor.load(export_dir, backend=backend, threads=threads, ort_spinning=False)
-        self.text_column, self.id_column, self.batch_size = text_column, id_column, batch_size
+        self.predictor = Predictor.load(export_dir, backend=self.job.backend, threads=self.job.threads_per_actor,
+                                        ort_spinning=False)
+        self.text_column, self.id_column, self.batch_size = self.job.text_column, self.job.id_column, \
+            self.job.batch_size
         self.labels = self.predictor.labels
+        if self.job.aspects:
+            from senti.core.aspects import parse_aspects
+            from senti.serving.aspects import positive_index
+
+            self.aspects = parse_aspects(self.job.aspects, "--aspects")
+            positive_index(self.labels)  # a two-class positive/negative model, or one line before any row
 
     def __call__(self, batch: dict):
         import pyarrow as pa
@@ -74,7 +82,26 @@ class ScoreBatch:
         for lab in self.labels:
             out[f"prob_{lab}"] = pa.array([predictions[i].probabilities[lab] if i in predictions else np.nan
                                            for i in range(n)], pa.float64())
+        if self.job.aspects:
+            out.update(self._aspect_columns([str(texts[i]) for i in sorted(predictions)], sorted(predictions), n))
         return pa.table(out)
+
+    def _aspect_columns(self, texts: list[str], rows: list[int], n: int) -> dict:
+        """`aspect_NAME` (positive, neutral, negative or not_mentioned) and `aspect_NAME_score` for each aspect, as
+        `senti aspects` answers; null on error rows."""
+        import pyarrow as pa
+
+        from senti.serving.aspects import answer_aspects
+
+        answers = dict(zip(rows, answer_aspects(self.predictor, texts, self.aspects, self.job.unit,
+                                                self.job.neutral_margin))) if texts else {}
+        columns = {}
+        for a in self.aspects:
+            columns[f"aspect_{a.name}"] = pa.array([answers[i][a.name].polarity if i in answers else None
+                                                    for i in range(n)], pa.string())
+            columns[f"aspect_{a.name}_score"] = pa.array([answers[i][a.name].score if i in answers else None
+                                                          for i in range(n)], pa.float64())
+        return columns
 
 
 def rows_per_actor_call(rows: int, actors: int, model_batch: int) -> int:
@@ -167,6 +194,25 @@ class RayJob:
     text_column: str = "text"
     id_column: str | None = None
     backend: str = "auto"
+    # aspect answers as columns (`aspect_NAME`, `aspect_NAME_score`): the aspect list as an aspect file holds it
+    aspects: list | None = None
+    unit: str = "sentence"
+    neutral_margin: float = 0.0
+
+
+def _check_aspects(job: RayJob, labels: list[str]) -> None:
+    """A job's aspect settings checked before Ray starts, as `senti aspects` checks them: one line naming what is
+    wrong."""
+    if not job.aspects:
+        return
+    from senti.core.aspects import parse_aspects
+    from senti.serving.aspects import UNITS, check_margin, positive_index
+
+    parse_aspects(job.aspects, "--aspects")
+    positive_index(labels)
+    if job.unit not in UNITS:
+        raise SentiError(f"unit must be one of {', '.join(UNITS)}; got {job.unit!r}")
+    check_margin(job.neutral_margin)
 
 
 def _start_ray(ray, address: str | None) -> float:
@@ -198,6 +244,7 @@ def predict_with_ray(export_dir: Path, source: str, dest: str, job: RayJob | Non
     from senti.serving.ray_rows import NumberedRows, count_rows
 
     meta, _ = export_folder.read_meta(export_dir)  # a bad export fails here, before Ray starts
+    _check_aspects(job, meta.labels)
     paths, kind, out_kind = _input_and_output(source, dest)
     # Counted here, before Ray starts, one file at a time (Parquet footers, a newline count, the CSV reader): the
     # row positions that number rows without an id column, and the size of an actor's call. Ray executes the plan
@@ -267,9 +314,7 @@ def _score(ray, ds, export_dir, job: RayJob, rows_per_call: int, reserve: float)
         # removed in Ray 2.64: revisit then); the setting is what keeps a local run free of Ray's restart warning.
         warnings.simplefilter("ignore", DeprecationWarning)
         return ds.map_batches(
-            ScoreBatch, fn_constructor_kwargs=dict(export_dir=str(export_dir), backend=job.backend,
-                                                   threads=job.threads_per_actor, text_column=job.text_column,
-                                                   id_column=job.id_column, batch_size=job.batch_size),
+            ScoreBatch, fn_constructor_kwargs=dict(export_dir=str(export_dir), job=asdict(job)),
             batch_size=rows_per_call, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=job.actors),
             num_cpus=reserve,
             # On this machine alone a crashed actor would only crash again: no restarts, which also spares the

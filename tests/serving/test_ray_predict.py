@@ -220,6 +220,25 @@ def test_cli_says_what_it_did_in_one_line(_exported, tmp_path):
     assert "actor(s) x" in said[0] and "cores" in said[0]  # a "Progress bars disabled" WARNING came first
 
 
+def test_cli_aspect_columns_on_ray_and_a_one_line_answer_elsewhere(_exported, local_ray, tmp_path):
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    listed = tmp_path / "aspects.json"
+    listed.write_text(json.dumps({"aspects": ASPECTS}, ensure_ascii=False), encoding="utf-8")
+    (tmp_path / "x.jsonl").write_text('{"text": "价格太贵了"}\n{"text": "服务很好"}\n', encoding="utf-8")
+    common = ["predict", "--model", str(_exported[0]), "--input", str(tmp_path / "x.jsonl"), "--aspects", str(listed)]
+    done = CliRunner().invoke(app, [*common, "--engine", "ray", "--output", str(tmp_path / "o.parquet")])
+    assert done.exit_code == 0, done.output
+    table = pq.read_table(tmp_path / "o.parquet").to_pylist()
+    assert sorted(r["aspect_price"] for r in table) == sorted(["not_mentioned", table[0]["aspect_price"]]) and \
+        {"aspect_service", "aspect_service_score", "aspect_price_score"} <= set(table[0])
+    local = CliRunner().invoke(app, [*common, "--output", str(tmp_path / "o.jsonl")])
+    assert local.exit_code != 0 and "--aspects writes aspect columns with --engine ray" in local.output
+
+
 def _one_text_through_the_cli(exported, tmp_path):
     from typer.testing import CliRunner
 
@@ -331,3 +350,54 @@ def test_an_interrupted_ray_run_says_nothing_was_written(_exported, tmp_path, mo
     result = _one_text_through_the_cli(_exported, tmp_path)
     assert result.exit_code == 130 and "interrupted: nothing written to" in result.output
 
+
+
+ASPECTS = [{"name": "service", "keywords": ["服务", "态度"]}, {"name": "price", "keywords": ["价格", "贵"]}]
+
+
+def test_ray_writes_each_aspects_answer_as_senti_aspects_gives_it(_exported, local_ray, tmp_path):
+    from senti.core.aspects import parse_aspects
+    from senti.serving.aspects import answer_aspects
+
+    out, _ = _exported
+    texts = ["服务态度很好，价格太贵了。", "价格实惠，推荐", "没有提到任何方面", "服务差。价格也贵。"] * 25
+    lines = [json.dumps({"id": f"r{i}", "text": t}, ensure_ascii=False) for i, t in enumerate(texts)]
+    lines[7] = '{"id": "r7", "text": broken'
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    job = RayJob(batch_size=16, id_column="id", backend="onnx", aspects=ASPECTS)
+    result = predict_with_ray(out, str(src), str(tmp_path / "out.parquet"), job)
+    assert result["rows_out"] == len(texts) and result["errors"] == 1
+    written = pq_rows(tmp_path / "out.parquet")
+    errors = [r for r in written if r["error"]]
+    assert len(errors) == 1 and errors[0]["aspect_service"] is None and errors[0]["aspect_price_score"] is None
+    rows = {r["id"]: r for r in written if not r["error"]}
+    want = answer_aspects(Predictor.load(out, backend="onnx"), texts, parse_aspects(ASPECTS, "test"))
+    for i, answer in enumerate(want):
+        if i == 7:  # the error row, above
+            continue
+        row = rows[f"r{i}"]
+        for name, a in answer.items():
+            assert row[f"aspect_{name}"] == a.polarity
+            assert row[f"aspect_{name}_score"] == pytest.approx(a.score, abs=1e-6) if a.score is not None \
+                else row[f"aspect_{name}_score"] is None
+    assert rows["r2"]["aspect_price"] == "not_mentioned"
+
+
+def test_a_bad_aspect_list_is_one_line_before_ray_starts(_exported, tmp_path):
+    from senti.core.errors import SentiError
+
+    out, _ = _exported
+    (tmp_path / "x.jsonl").write_text('{"text": "好"}\n', encoding="utf-8")
+    with pytest.raises(SentiError, match="--aspects: aspect 1: name 'a b' must be"):
+        predict_with_ray(out, str(tmp_path / "x.jsonl"), str(tmp_path / "o.parquet"),
+                         RayJob(aspects=[{"name": "a b", "keywords": ["x"]}]))
+    with pytest.raises(SentiError, match="unit must be one of sentence, clause"):
+        predict_with_ray(out, str(tmp_path / "x.jsonl"), str(tmp_path / "o.parquet"),
+                         RayJob(aspects=ASPECTS, unit="word"))
+
+
+def pq_rows(folder: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(folder).to_pylist()
