@@ -19,5 +19,6 @@ def quiet_libraries() -> None:
     from paddlenlp.utils.log import logger
 
     logger.set_level("WARNING")
-    for name in ("paddle", "onnxruntime", "onnx_model", "onnx_model_bert", "fusion_base"):
+    # httpx: the bench's serve suite talks to its own server, and PaddleNLP's root handler printed every request
+    for name in ("paddle", "onnxruntime", "onnx_model", "onnx_model_bert", "fusion_base", "httpx"):
         logging.getLogger(name).setLevel(logging.WARNING)
