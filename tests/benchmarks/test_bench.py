@@ -154,3 +154,18 @@ def test_invalid_settings():
         BenchConfig(target="tpu", output_dir="x")
     with pytest.raises(SentiError, match="suite must be one of"):
         BenchConfig(target="cpu", output_dir="x", suite="everything")
+
+
+def test_the_libraries_info_lines_are_hidden_from_the_bench_and_errors_still_show(monkeypatch):
+    """httpx's "HTTP Request: POST ..." INFO lines reached the quickstart's output from the bench's serve suite
+    through PaddleNLP's root handler (before)."""
+    import logging
+
+    from senti.toolkit.logs import quiet_libraries
+
+    monkeypatch.delenv("SENTI_VERBOSE", raising=False)
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "level", logging.INFO)  # as a library the bench loads leaves the root logger
+    quiet_libraries()
+    for name in ("httpx", "paddle", "onnxruntime"):
+        assert logging.getLogger(name).getEffectiveLevel() == logging.WARNING
