@@ -13,9 +13,7 @@ the step (median of 5), to put the per-call difference against a step.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 PROBE = r"""
@@ -38,14 +36,9 @@ PD_BUILD_OP(senti_probe_gelu).Inputs({"X"}).Outputs({"Y"}).SetKernelFn(PD_KERNEL
 
 
 def _median_us(fn, calls: int) -> float:
-    for _ in range(min(50, calls)):
-        fn()
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return round(statistics.median(times) * 1e6, 1)
+    from experiments.dense_linear import median_seconds
+
+    return round(median_seconds(fn, calls, warmup=min(50, calls)) * 1e6, 1)
 
 
 class _Counting:

@@ -15,18 +15,23 @@ import json
 import time
 
 
-def median_ms(fn, repeats: int = 20) -> float:
-    """Milliseconds: the median of `repeats` calls of `fn` after 3 warm-up calls."""
+def median_seconds(fn, repeats: int = 20, warmup: int = 3) -> float:
+    """Seconds: the median of `repeats` calls of `fn` after `warmup` calls."""
     import numpy as np
 
-    for _ in range(3):
+    for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return round(float(np.median(times)) * 1e3, 2)
+    return float(np.median(times))
+
+
+def median_ms(fn, repeats: int = 20) -> float:
+    """Milliseconds: the median of `repeats` calls of `fn` after 3 warm-up calls."""
+    return round(median_seconds(fn, repeats) * 1e3, 2)
 
 
 def main(argv=None) -> dict:
