@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -128,18 +128,20 @@ def _command(export_dir: Path, threads: int, port: int, load: Load, server: Serv
     return command, workers, placement
 
 
-def _drive(proc, base: str, texts: list[str], load: Load, server: Server, counted: bool) -> dict:
-    """Warm the server up, run the load generator against it; what it measured, the server's CPU-seconds, its
-    /metrics text and (when `counted`) the model calls it made."""
+def _drive(proc, port: int, texts: list[str], load: Load, server: Server, workers: int) -> dict:
+    """Warm the server's `workers` up, run the load generator against it; what it measured, the server's
+    CPU-seconds, its /metrics text and (with one worker of senti serve's) the model calls it made."""
     import httpx
 
-    for _ in range(4 * (server.workers or 2)):  # warm-up, every worker
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(4 * workers):  # warm-up, every worker
         httpx.post(f"{base}/v1/predict", json={"texts": texts[:load.max_batch_size]}, timeout=60)
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "spec.json"
-        spec.write_text(json.dumps({"port": int(base.rsplit(":", 1)[1]), "clients": load.clients,
-                                    "requests": load.requests, "texts_per_request": load.texts_per_request,
-                                    "texts": texts}), encoding="utf-8")
+        spec.write_text(json.dumps({"port": port, "clients": load.clients, "requests": load.requests,
+                                    "texts_per_request": load.texts_per_request, "texts": texts}), encoding="utf-8")
+        # With several workers (or a build's own layout, unknown here) each answers for itself alone.
+        counted = workers == 1 and not server.default_layout
         counts_before = _model_counts(base) if counted else None
         cpu_before = _tree_cpu(proc.pid)
         side = server.while_loaded(proc.pid) if server.while_loaded else None
@@ -162,12 +164,9 @@ def through_server(export_dir: Path, texts: list[str], threads: int, load: Load 
     port = free_port()
     command, workers, placement = _command(export_dir, threads, port, load, server)
     proc = launch(command, env=server.env, cwd=server.cwd)
-    base = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(proc, f"{base}/readyz")
-        # With several workers (or a build's own layout, unknown here) each answers for itself alone.
-        got = _drive(proc, base, texts, load, replace(server, workers=workers),
-                     counted=workers == 1 and not server.default_layout)
+        wait_ready(proc, f"http://127.0.0.1:{port}/readyz")
+        got = _drive(proc, port, texts, load, server, workers)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -81,7 +81,7 @@ def aspect_report(
     whose negative share jumped in the last period, with example reviews."""
     with user_errors():
         from senti.toolkit.surge.aspect_report import aspect_report as report_of
-        from senti.toolkit.surge.aspect_report import write_report
+        from senti.toolkit.surge.aspect_report import mentions, share_of, write_report
 
         report = report_of(input, date_column, period.value, text_column, min_mentions)
         paths = write_report(report, output_dir)
@@ -90,20 +90,14 @@ def aspect_report(
     for col in ("aspect", "mentions, last", "negative share, last", "before"):
         table.add_column(col, justify="left" if col == "aspect" else "right")
     for a in report.aspects:
-        now, before = report.negative_share(last, a), _pooled_share(report, a)
-        mentions = sum(report.counts[last][a][p] for p in ("positive", "neutral", "negative"))
-        table.add_row(shown(a), str(mentions), _percent(now), _percent(before))
+        before = share_of(report.pooled(a, report.periods[:-1]))
+        table.add_row(shown(a), str(mentions(report.counts[last][a])), _percent(report.negative_share(last, a)),
+                      _percent(before))
     console.print(table)
     if report.first_skipped:
         console.print(f"{sum(report.skipped.values())} rows left out (first: {shown(report.first_skipped)})")
     _say_jump(report)
     console.print(f"report: {paths['report']}; plot: {paths['plot']}")
-
-
-def _pooled_share(report, aspect: str) -> float | None:
-    counts = [report.counts[p][aspect] for p in report.periods[:-1]]
-    mentioned = sum(c[p] for c in counts for p in ("positive", "neutral", "negative"))
-    return sum(c["negative"] for c in counts) / mentioned if mentioned else None
 
 
 def _percent(share: float | None) -> str:

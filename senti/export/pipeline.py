@@ -249,7 +249,8 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
     max_len = length_to_use(config.max_seq_len, meta.max_seq_len)
     _check_parity_inputs(model, meta.labels, max_len, texts, gold)
     started = time.perf_counter()
-    fast = FastTokenizer.from_settings(Path(config.model), TokenizerSettings.of(tokenizer))
+    settings = TokenizerSettings.of(tokenizer)
+    fast = FastTokenizer.from_settings(Path(config.model), settings)
     reference = _reference(model, tokenizer, fast, texts, gold, max_len, meta.labels)
     say(f"dynamic graph: accuracy {reference.accuracy:.4f} on {len(texts)} parity texts")
 
@@ -263,7 +264,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         graph_file, params_file = save_static(model, staging / layout.PADDLE_DIR, spec)
         job = Job(staging, graph_file, params_file, spec, model, calibration_ids, calibration_source, reference.pad_id)
         formats, io = _write_formats(config, job, reference, say)
-        triton = _write_beside(config, staging, tokenizer, fast, meta.labels, max_len)
+        triton = _write_beside(config, staging, (tokenizer, settings, fast), meta.labels, max_len)
         written = Written(formats, io, triton, TokenizerSettings.of(tokenizer))
         _export_record(config, data, job, reference, written, time.perf_counter() - started).write(staging)
         stopping.checkpoint()
@@ -292,10 +293,12 @@ def _write_formats(config: ExportConfig, job: Job, reference: Reference, say) ->
     return formats, io
 
 
-def _write_beside(config: ExportConfig, staging: Path, tokenizer, fast: FastTokenizer, labels: list[str],
+def _write_beside(config: ExportConfig, staging: Path, tokenizers: tuple, labels: list[str],
                   max_len: int) -> Path | None:
     """What travels with the model: the Triton repository (with ONNX), the tokenizer's files, the training texts'
-    hashes; returns the Triton folder or None."""
+    hashes; returns the Triton folder or None. `tokenizers`: the checkpoint's tokenizer, its settings as read
+    before anything was written, and the fast tokenizer made from them."""
+    tokenizer, settings, fast = tokenizers
     if "paddle" not in config.formats:
         shutil.rmtree(staging / layout.PADDLE_DIR)
     triton = None
@@ -305,7 +308,7 @@ def _write_beside(config: ExportConfig, staging: Path, tokenizer, fast: FastToke
     # PaddleNLP's deployment convention: the tokenizer travels with the model (AutoTokenizer.from_pretrained(
     # export) works), plus the same ids as one tokenizer.json for clients without Python.
     tokenizer.save_pretrained(str(staging))
-    if TokenizerSettings.of(tokenizer).vocab_file == layout.VOCAB:  # a model's own tokenizer.json is the one below
+    if settings.vocab_file == layout.VOCAB:  # a model's own tokenizer.json is the one below
         shutil.copyfile(Path(config.model) / layout.VOCAB, staging / layout.VOCAB)  # byte for byte the checkpoint's
     if (Path(config.model) / layout.TRAIN_TEXT_HASHES).is_file():  # so `senti eval` of the export says it too
         shutil.copyfile(Path(config.model) / layout.TRAIN_TEXT_HASHES, staging / layout.TRAIN_TEXT_HASHES)

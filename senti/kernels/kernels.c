@@ -6,8 +6,9 @@
  * through ctypes on the buffers of Paddle tensors (native.py; docs/results/training-speed.md measures each).
  *
  * Each kernel covers a gap in Paddle's CPU build (3.0-3.3), named above it with its time against PyTorch's (same CPU,
- * shapes and threads; docs/results/training-speed.md): when Paddle closes that gap, the kernel and its binding can go. The attention core reads and writes its heads in place inside [batch, tokens, heads x head
- * width] through MKL's batched sgemm (Paddle's wheel has it: native.py hands its address to senti_use_gemm), so no
+ * shapes and threads; docs/results/training-speed.md): when Paddle closes that gap, the kernel and its binding can
+ * go. The attention core reads and writes its heads in place inside [batch, tokens, heads x head width] through
+ * MKL's batched sgemm (Paddle's wheel has it: native.py hands its address to senti_use_gemm), so no
  * head is split, transposed or merged by a copy.
  *
  * Threads: the matrix products run on MKL's threads, as Paddle's own do; the element-wise loops run on the calling

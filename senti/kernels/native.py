@@ -31,7 +31,7 @@ import paddle
 from paddle.autograd import PyLayer
 
 from senti.core.runtime import paddle_mkl
-from senti.kernels.build import FLAGS, SOURCE, compile_library, compiler, source_digest
+from senti.kernels.build import FLAGS, compile_library, compiler, source_digest
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def build(folder: Path | None = None) -> Path:
     folder that is not safe (`unsafe`) is not used: the library is built in a private folder, with a warning.
     Raises RuntimeError with the compiler's first error line when the build fails."""
     command = compiler()
-    key = hashlib.sha256("\n".join([SOURCE.read_text(), " ".join(command), " ".join(FLAGS)]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\n".join([source_digest(), " ".join(command), " ".join(FLAGS)]).encode()).hexdigest()[:16]
     folder = folder or cache_folder()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     why = unsafe(folder)

@@ -52,8 +52,7 @@ class AspectAnswer:
 
 def units(text: str, unit: str = "sentence") -> list[tuple[int, int]]:
     """(start, end) of each non-blank sentence or clause of `text`."""
-    if unit not in UNITS:
-        raise SentiError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
+    check_unit(unit)
     spans, start = [], 0
     for m in (SENTENCE_END if unit == "sentence" else CLAUSE_END).finditer(text):
         spans.append((start, m.end()))
@@ -105,6 +104,19 @@ def answer_aspects(predictor, texts: list[str], aspects: list[Aspect], unit: str
     found, pieces = aspect_pieces(texts, aspects, unit)
     scores = {piece: p.probabilities[positive] for piece, p in zip(pieces, predictor.predict(pieces))}
     return assemble(found, aspects, scores, neutral_margin)
+
+
+def check_unit(unit: str) -> None:
+    if unit not in UNITS:
+        raise SentiError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
+
+
+def check_settings(labels: list[str], unit: str, neutral_margin: float) -> None:
+    """An aspect request's settings, before anything is scored: the unit, the margin and a two-class
+    positive/negative model (the `senti serve` route and a Ray job ask the same)."""
+    check_unit(unit)
+    check_margin(neutral_margin)
+    positive_index(labels)
 
 
 def check_margin(neutral_margin: float) -> None:

@@ -42,12 +42,10 @@ class ScoreBatch:
         self.text_column, self.id_column, self.batch_size = self.job.text_column, self.job.id_column, \
             self.job.batch_size
         self.labels = self.predictor.labels
-        if self.job.aspects:
+        if self.job.aspects:  # checked before Ray started (_check_aspects); parsed here into Aspects
             from senti.core.aspects import parse_aspects
-            from senti.serving.aspects import positive_index
 
             self.aspects = parse_aspects(self.job.aspects, "--aspects")
-            positive_index(self.labels)  # a two-class positive/negative model, or one line before any row
 
     def __call__(self, batch: dict):
         import pyarrow as pa
@@ -206,13 +204,10 @@ def _check_aspects(job: RayJob, labels: list[str]) -> None:
     if not job.aspects:
         return
     from senti.core.aspects import parse_aspects
-    from senti.serving.aspects import UNITS, check_margin, positive_index
+    from senti.serving.aspects import check_settings
 
     parse_aspects(job.aspects, "--aspects")
-    positive_index(labels)
-    if job.unit not in UNITS:
-        raise SentiError(f"unit must be one of {', '.join(UNITS)}; got {job.unit!r}")
-    check_margin(job.neutral_margin)
+    check_settings(labels, job.unit, job.neutral_margin)
 
 
 def _start_ray(ray, address: str | None) -> float:

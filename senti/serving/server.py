@@ -243,15 +243,12 @@ class PredictService:
         """POST /v1/aspects after authorization: the aspect list read as an aspect file is (one line naming the
         entry at fault), the texts' limits, then each mentioning unit scored once through the batcher."""
         from senti.core.aspects import parse_aspects
-        from senti.serving.aspects import UNITS, aspect_pieces, assemble, check_margin, positive_index
+        from senti.serving.aspects import aspect_pieces, assemble, check_settings, positive_index
 
         model = self.slot.predictor
         try:
             aspects = parse_aspects(body.aspects, "aspects")
-            if body.unit not in UNITS:
-                raise SentiError(f"unit must be one of {', '.join(UNITS)}; got {body.unit!r}")
-            check_margin(body.neutral_margin)
-            positive_index(model.labels)  # a two-class positive/negative model, or 422
+            check_settings(model.labels, body.unit, body.neutral_margin)
         except SentiError as err:
             self.fail(422, "invalid_aspects", str(err))
         self._limit_texts(body.texts)

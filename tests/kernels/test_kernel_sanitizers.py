@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from senti.core.runtime import paddle_mkl_path
-from senti.kernels import native
+from senti.kernels import build, native
 
 DRIVER = Path(__file__).with_name("kernels_under_sanitizers.c")
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1"]
@@ -31,7 +31,7 @@ def _compiler() -> list[str]:
 def test_every_kernel_runs_clean_under_address_and_undefined_behaviour_sanitizers(tmp_path):
     command, mkl = _compiler(), paddle_mkl_path()
     program = tmp_path / "kernels-sanitized"
-    argv = [*command, *SANITIZE, "-fopenmp-simd", str(native.SOURCE), str(DRIVER), "-o",
+    argv = [*command, *SANITIZE, "-fopenmp-simd", str(build.SOURCE), str(DRIVER), "-o",
             str(program), f"-L{mkl.parent}", f"-l:{mkl.name}", f"-Wl,-rpath,{mkl.parent}", "-lmvec", "-lm"]
     built = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     if built.returncode != 0 and "asan" in built.stderr.lower() and not native.kernels_required():

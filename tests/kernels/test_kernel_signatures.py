@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from senti.kernels import native
+from senti.kernels import build, native
 
 C_TYPES = {"int64_t": ctypes.c_int64, "int": ctypes.c_int, "float": ctypes.c_float, "uint64_t": ctypes.c_uint64}
 PROTOTYPE = re.compile(r"^void (senti_\w+)\(([^)]*)\)\s*\{", re.M)
@@ -29,7 +29,7 @@ def prototypes(source: str) -> dict:
 
 
 def test_every_exported_kernel_has_its_binding_and_every_binding_its_kernel():
-    found = prototypes(native.SOURCE.read_text())
+    found = prototypes(build.SOURCE.read_text())
     assert set(found) == set(native.SIGNATURES)
     for name, arguments in found.items():
         assert native.SIGNATURES[name] == arguments, name
@@ -37,11 +37,11 @@ def test_every_exported_kernel_has_its_binding_and_every_binding_its_kernel():
 
 def test_only_the_source_digest_is_exported_beside_the_bound_kernels():
     """A new non-void export would escape the check above: only `senti_source_digest` (read by native._open) may."""
-    assert set(EXPORTED.findall(native.SOURCE.read_text())) - set(native.SIGNATURES) == {"senti_source_digest"}
+    assert set(EXPORTED.findall(build.SOURCE.read_text())) - set(native.SIGNATURES) == {"senti_source_digest"}
 
 
 def test_the_check_catches_a_binding_that_drifted():
-    source = native.SOURCE.read_text().replace("void senti_gelu_fwd(const float *x, float *y, int64_t n)",
+    source = build.SOURCE.read_text().replace("void senti_gelu_fwd(const float *x, float *y, int64_t n)",
                                                "void senti_gelu_fwd(const float *x, float *y, int n)")
     assert prototypes(source)["senti_gelu_fwd"] != native.SIGNATURES["senti_gelu_fwd"]
 

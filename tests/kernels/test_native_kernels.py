@@ -11,7 +11,7 @@ import paddle
 import paddle.nn.functional as F
 import pytest
 
-from senti.kernels import native
+from senti.kernels import build, native
 
 pytestmark = pytest.mark.skipif(native.load() is None, reason="senti's C kernels do not build here")
 
@@ -288,7 +288,7 @@ def test_a_compiler_given_with_flags_is_used_as_make_would(tmp_path, monkeypatch
     assert built.is_file() and built.parent == tmp_path
 
 
-ROOT = native.SOURCE.parents[2]
+ROOT = build.SOURCE.parents[2]
 
 
 def _wheel_build(tmp_path, **env) -> tuple[subprocess.CompletedProcess, list]:
@@ -332,12 +332,10 @@ def test_without_a_compiler_the_install_goes_on_and_says_so(tmp_path):
 def test_a_library_built_at_install_that_is_stale_or_unsafe_is_passed_over(tmp_path, monkeypatch, caplog, fault):
     """An editable install keeps its library when kernels.c changes: a library built from another source is not
     loaded (its digest differs), nor one others can write; senti builds on first use instead."""
-    from senti.kernels import build
-
     library = tmp_path / "lib" / native.INSTALLED.name
     library.parent.mkdir(mode=0o755)
     source = tmp_path / "kernels.c"
-    source.write_text(native.SOURCE.read_text() + ("\n/* changed */\n" if fault == "another kernels.c" else ""))
+    source.write_text(build.SOURCE.read_text() + ("\n/* changed */\n" if fault == "another kernels.c" else ""))
     build.compile_library(library, source)
     if fault == "writable by others":
         library.chmod(0o777)
@@ -352,8 +350,6 @@ def test_each_kernel_is_cloned_for_the_cpu_it_runs_on_not_built_for_the_builders
     baseline at load, so a library built at install on one machine runs on another."""
     import platform
     import shutil
-
-    from senti.kernels import build
 
     assert not any(flag.startswith("-march") for flag in build.FLAGS)
     library = native.load()._name

@@ -74,8 +74,12 @@ class AspectReport:
     first_skipped: str | None = None  # "line N: why", the first row left out
     jump: Jump | None = None
 
+    def pooled(self, aspect: str, periods: list[str]) -> dict[str, int]:
+        """`aspect`'s answers of each polarity over `periods`, summed."""
+        return {p: sum(self.counts[when][aspect][p] for when in periods) for p in ASPECT_POLARITIES}
+
     def negative_share(self, period: str, aspect: str) -> float | None:
-        return _share(self.counts[period][aspect])
+        return share_of(self.counts[period][aspect])
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -83,9 +87,14 @@ class AspectReport:
         return data
 
 
-def _share(counts: dict[str, int]) -> float | None:
-    mentioned = sum(counts[p] for p in MENTIONED)
-    return counts["negative"] / mentioned if mentioned else None
+def mentions(counts: dict[str, int]) -> int:
+    """The answers that mention the aspect (any polarity but not_mentioned)."""
+    return sum(counts[p] for p in MENTIONED)
+
+
+def share_of(counts: dict[str, int]) -> float | None:
+    """The negative share of the mentions in `counts`, or None without a mention."""
+    return counts["negative"] / mentions(counts) if mentions(counts) else None
 
 
 def _answers_of(record: dict) -> dict | None:
@@ -159,9 +168,8 @@ def _largest_jump(report: AspectReport, min_mentions: int) -> Jump | None:
     last, before = report.periods[-1], report.periods[:-1]
     best = None
     for aspect in report.aspects:
-        now = report.counts[last][aspect]
-        pooled = {p: sum(report.counts[b][aspect][p] for b in before) for p in ASPECT_POLARITIES}
-        n, m = sum(now[p] for p in MENTIONED), sum(pooled[p] for p in MENTIONED)
+        now, pooled = report.counts[last][aspect], report.pooled(aspect, before)
+        n, m = mentions(now), mentions(pooled)
         if n < min_mentions or m < min_mentions:
             continue
         share, share_before = now["negative"] / n, pooled["negative"] / m
@@ -192,8 +200,8 @@ def plot_negative_share(report: AspectReport, path: Path, most: int = 10) -> Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    mentions = {a: sum(report.counts[p][a][k] for p in report.periods for k in MENTIONED) for a in report.aspects}
-    shown = sorted((a for a in report.aspects if mentions[a]), key=lambda a: -mentions[a])[:most]
+    total = {a: mentions(report.pooled(a, report.periods)) for a in report.aspects}
+    shown = sorted((a for a in report.aspects if total[a]), key=lambda a: -total[a])[:most]
     jumped = report.jump.aspect if report.jump else None
     if jumped and jumped not in shown:
         shown.append(jumped)
