@@ -11,8 +11,9 @@ domain's training split (scored by the model), labelled with their gold labels (
 `senti train --model CHECKPOINT --dataset PICKS --replay OLD` with senti's defaults (plus any --option), scored on
 both splits (with its figure on --old's dev split, as training recorded it); and the n-gram baseline refitted
 on --old's training split plus the same picks (what a user would do in scikit-learn with the same labels).
-With --unlabeled-arm, each run again with the domain's training texts as `--unlabeled`. Writes DIR/report.json
-as it goes.
+With --unlabeled-arm, each run again with the domain's training texts as `--unlabeled`; with --arm NAME=VALUE
+(repeatable), each run again with that option added (for example `--arm interpolate='"auto"'`), recorded under
+the run's "arms". Writes DIR/report.json as it goes.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--unlabeled-arm", action="store_true",
                         help="after each run, the same run again with the domain's training texts as --unlabeled "
                              "(self-training), recorded as the run's 'unlabeled' arm")
+    parser.add_argument("--arm", action="append", default=[], type=_option,
+                        help="NAME=JSON: after each run, the same run again with this option too (repeatable)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output", required=True)
     return parser
@@ -134,7 +137,8 @@ def main(argv=None) -> dict:
                               "kept_parent": metrics.get("kept_parent", False),
                               "after": {k: accuracy(ckpt, v)[0] for k, v in scored.items()},
                               "old_dev": metrics["best"].get("old_dev_accuracy"),
-                              "unlabeled": metrics["data"].get("unlabeled")}
+                              "unlabeled": metrics["data"].get("unlabeled"), "blends": metrics.get("blends"),
+                              "kept_blend": metrics["best"].get("blend")}
                     shutil.rmtree(ckpt)
                     return record
 
@@ -145,6 +149,8 @@ def main(argv=None) -> dict:
                     pool = out / f"{domain}-pool.txt"
                     pool.write_text("\n".join(e.text for e in splits.train) + "\n", encoding="utf-8")
                     run["with_unlabeled"] = continued(unlabeled=str(pool))
+                if args.arm:
+                    run["arms"] = {f"{name}={value}": continued(**{name: value}) for name, value in args.arm}
                 entry["runs"].append(run)
                 print(json.dumps({"domain": domain, **run}), flush=True)
                 report["domains"][domain] = entry

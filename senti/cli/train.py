@@ -84,6 +84,9 @@ Unlabeled = Annotated[Optional[str], typer.Option(
 UnlabeledMax = Annotated[int, typer.Option(help="Most pool texts the parent's answers train on.", min=0)]
 UnlabeledConfidence = Annotated[float, typer.Option(help="Least top probability of a pool answer that trains.",
                                                     min=0.5, max=1.0)]
+Interpolate = Annotated[str, typer.Option(
+    help="When --model is a checkpoint: off, auto (the best on the new dev labels of the child and its blends with "
+         "the parent, the child's share 0.25, 0.5, 0.75), or the child's share of the one blend to try (WiSE-FT).")]
 
 
 @app.command()
@@ -119,6 +122,7 @@ def train(
     unlabeled: Unlabeled = None,
     unlabeled_max: UnlabeledMax = 256,
     unlabeled_confidence: UnlabeledConfidence = 0.9,
+    interpolate: Interpolate = "off",
     text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
     baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the same training "
@@ -140,7 +144,7 @@ def train(
             max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,
             seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, replay=replay,
             replay_ratio=replay_ratio, unlabeled=unlabeled, unlabeled_max=unlabeled_max,
-            unlabeled_confidence=unlabeled_confidence, text_column=text_column, label_column=label_column,
+            unlabeled_confidence=unlabeled_confidence, interpolate=interpolate, text_column=text_column, label_column=label_column,
             baseline=baseline,
             ngram_buckets=DEFAULT_BUCKETS if ngram_buckets is None else ngram_buckets,
             class_weights=class_weights.value,

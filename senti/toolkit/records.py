@@ -47,6 +47,8 @@ class TrainingMetrics(ArtifactMeta):
     # a continued model: the parent's and the kept model's accuracy on the new dev labels and the parent's dev split,
     # each with its 95% interval (toolkit.training.run.accuracy_interval)
     parent_comparison: dict | None = None
+    # `--interpolate`: each parent-child blend tried ({share, passes, dev_accuracy, dev_log_loss, old_dev_accuracy})
+    blends: list[dict] | None = None
 
 
 @dataclass

@@ -18,6 +18,8 @@ from senti.core.errors import SentiError
 from senti.core.ngram_head import DEFAULT_BUCKETS
 from senti.core.sequence import seq_len_problem
 from senti.core.untrusted import CONFIG_RANGES
+from senti.toolkit.training.blend import RULE as INTERPOLATE_RULE
+from senti.toolkit.training.blend import valid_setting
 
 DEVICES = ("auto", "cpu", "gpu", "xpu", "npu")
 CLASS_WEIGHTS = ("none", "balanced")  # balanced: each class's loss weighted n / (k x its training rows)
@@ -150,6 +152,9 @@ class TrainConfig(ClassifierConfig):
     unlabeled: str | None = None
     unlabeled_max: int = 256
     unlabeled_confidence: float = 0.9
+    # Continuing a checkpoint: off, auto or the child's share of a parent-child weight blend (WiSE-FT,
+    # senti.toolkit.training.blend), judged on dev as a child is
+    interpolate: str = "off"
 
     def checks(self):
         return super().checks() + [(0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]"),
@@ -161,6 +166,7 @@ class TrainConfig(ClassifierConfig):
                                    (self.logit_adjustment in LOGIT_ADJUSTMENTS,
                                     f"logit_adjustment must be one of {', '.join(LOGIT_ADJUSTMENTS)}"),
                                    (buckets_fit(self.ngram_buckets), BUCKETS_RULE),
+                                   (valid_setting(self.interpolate), INTERPOLATE_RULE),
                                    (self.ngram_init in NGRAM_INITS,
                                     f"ngram_init must be one of {', '.join(NGRAM_INITS)}")]
 

@@ -388,6 +388,11 @@ class ClassifierRun(Run[Classifier]):
     parent_first: bool = False
     old_dev: tuple[list, np.ndarray] | None = None
     held_ngram_weight: float | None = None  # the parent's n-gram weight, kept when the new dev is too small to choose
+    # `--interpolate` (toolkit.training.blend): off, auto or the child's share of the parent-child blend tried at
+    # the end, and the two sets of weights blends are made from
+    interpolate: str = "off"
+    parent_weights: dict | None = None
+    child_weights: dict | None = None
 
     @property
     def pad_id(self) -> int:
@@ -480,6 +485,8 @@ class ClassifierRun(Run[Classifier]):
                                            self.config.output_dir))
 
     def finish(self) -> None:
+        if self.interpolate != "off" and not self.metrics.interrupted:
+            self.blend_with_parent()
         best = self.metrics.best or {}
         if best.get("parent"):
             self.metrics.kept_parent = True
@@ -503,6 +510,39 @@ class ClassifierRun(Run[Classifier]):
                 f"{row['kept']['accuracy']:.4f} ±{row['kept']['interval']:.3f}" for key, row in table.items()]
         self.say(f"parent -> {'parent kept' if kept.get('parent') else 'kept checkpoint'}: {'; '.join(said)} "
                  "(95% intervals)")
+
+    def blend_with_parent(self) -> None:
+        """`--interpolate`: the parent's weights plus a share of the best child's change (WiSE-FT), judged as a
+        child is (beat the parent on the new dev labels, stay within OLD_DEV_MARGIN on its own dev); `auto` keeps
+        the best of the child and its blends on the new dev labels, a share given keeps that blend when it passes."""
+        from senti.toolkit.training.blend import blend_shares, blended
+
+        best = self.metrics.best
+        if best is None or best.get("parent") or self.parent_weights is None or self.child_weights is None:
+            return  # the parent was kept: there is no child to blend with
+        parent, small = self.metrics.evaluations[0], len(self.dev_ids) < SMALL_DEV
+        chosen, chosen_weights, tried = best, self.child_weights, []
+        for share in blend_shares(self.interpolate):
+            mixed = blended(self.parent_weights, self.child_weights, share)
+            self.model.set_state_dict(mixed)
+            record = {**self.evaluate(best["epoch"], best["step"]), "blend": share}
+            passes = better(record, parent, small) and not self.forgets(record)
+            tried.append({"share": share, "passes": passes,
+                          **{k: record[k] for k in ("dev_accuracy", "dev_log_loss", "old_dev_accuracy") if k in record}})
+            if passes and (self.interpolate != "auto" or better(record, chosen, small)):
+                chosen, chosen_weights = record, mixed
+        self.metrics.blends = tried
+        self.model.set_state_dict(chosen_weights)
+        if chosen is best:
+            shares = ", ".join(f"{t['share']:g}" for t in tried)
+            self.say(f"no blend of parent and child (the child's share {shares}) passed or did better on the new dev "
+                     "labels: the child is kept")
+            return
+        self.evaluate(chosen["epoch"], chosen["step"])  # the n-gram weight and offsets of the chosen blend
+        self.metrics.best = chosen
+        self.save(chosen)
+        self.say(f"kept the blend parent + {chosen['blend']:g} x (child - parent): dev accuracy "
+                 f"{chosen['dev_accuracy']:.4f} on the new dev labels (child {best['dev_accuracy']:.4f})")
 
     def interrupted_message(self) -> str:
         best, interrupted = self.metrics.best, self.metrics.interrupted or {}
@@ -551,6 +591,10 @@ class ClassifierRun(Run[Classifier]):
             record["old_dev_accuracy"] = self.old_dev_accuracy()
         self.metrics.evaluations.append(record)
         self.metrics.best = record
+        if self.interpolate != "off":
+            from senti.toolkit.training.blend import weights
+
+            self.parent_weights = weights(self.model)
         if self.main:
             self.save(record)
         own = f", {record['old_dev_accuracy']:.4f} on its own dev split" if self.old_dev is not None else ""
@@ -579,6 +623,10 @@ class ClassifierRun(Run[Classifier]):
                      "on the parent's own dev split: not kept")
         if improved:
             self.metrics.best = record
+            if self.interpolate != "off":
+                from senti.toolkit.training.blend import weights
+
+                self.child_weights = weights(self.model)
             if self.main:
                 self.save(record)
         self.stale = 0 if improved else self.stale + 1

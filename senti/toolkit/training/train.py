@@ -52,6 +52,9 @@ class TrainRun(ClassifierRun[TrainConfig]):
             config.ngram_buckets,
         )
         self.parent_first = source.get("source") == "checkpoint"
+        if config.interpolate != "off" and not self.parent_first:
+            raise SentiError("--interpolate blends a parent with its child: --model must be a senti checkpoint")
+        self.interpolate = config.interpolate
         pseudo, pseudo_stats = self.pool_rows(model, tokenizer, splits, labels, max_len)
         learned = train_rows + pseudo
         train_cut, dev_cut = self.encode(tokenizer, learned, splits.dev, labels, max_len)
