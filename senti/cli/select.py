@@ -33,16 +33,25 @@ def select(
     exclude_labelled: Annotated[Optional[Path], typer.Option(help="A labels file of senti label: its labelled texts "
                                                                   "are not picked again.", exists=True,
                                                              dir_okay=False)] = None,
+    aspects: Annotated[Optional[Path], typer.Option(help="A team's aspect list (as senti aspects reads it): rank by "
+                                                         "each text's least sure aspect; texts that mention none are "
+                                                         "left out.", exists=True, dir_okay=False)] = None,
+    unit: Annotated[str, typer.Option(help="With --aspects: the unit an aspect is answered on, sentence or "
+                                           "clause.")] = "sentence",
 ):
     """Pick the reviews worth labelling (uncertain, not duplicated), keeping their ids and columns."""
     quiet()
     from senti.toolkit.surge.selection import Selection, select_file
 
     with user_errors():
-        result = select_file(model, input, output, Selection(budget, strategy.value, seed, exclude_labelled),
-                             text_column, trust_pickle)
+        from senti.core.aspects import read_aspects
+
+        listed = read_aspects(aspects) if aspects is not None else None
+        result = select_file(model, input, output, Selection(budget, strategy.value, seed, exclude_labelled, listed,
+                                                             unit), text_column, trust_pickle)
     notes = [f"{result['excluded_labelled']} already labelled left out" if exclude_labelled else "",
              f"{result['empty']} empty" if result["empty"] else "",
+             f"{result['no_aspect']} mention no aspect" if result["no_aspect"] else "",
              f"{result['unreadable']} unreadable skipped (lines {', '.join(map(str, result['unreadable_lines']))}"
              f"{', ...' if result['unreadable'] > len(result['unreadable_lines']) else ''})"
              if result["unreadable"] else ""]

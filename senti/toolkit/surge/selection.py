@@ -4,6 +4,10 @@ Surges are full of repeated texts, and a model is most wrong where it is unsure.
 `uncertainty` ranks by the margin between the two most probable labels (smallest first); `diverse` does
 the same but skips a text too close to one already picked (character 3-gram Jaccard similarity); `random`
 is the baseline. Exact duplicates (after trimming) are never picked twice, whatever the strategy.
+
+With a team's aspect list (`Selection.aspects`), a text's margin is its least sure aspect's: each aspect it
+mentions is answered as `senti aspects` answers it (senti.serving.aspects), and texts that mention none are left
+out (counted). The reason names the aspect and the unit that holds it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +25,9 @@ from senti.core.errors import DataError
 from senti.core.rows import read_rows
 from senti.core.scores import softmax
 from senti.serving.streaming import check_output
+
+if TYPE_CHECKING:
+    from senti.core.aspects import Aspect
 
 NEAR_DUPLICATE = 0.5  # 3-gram Jaccard similarity at or above which `diverse` calls two texts the same
 
@@ -146,13 +154,52 @@ class _Pool:
 
 @dataclass
 class Selection:
-    """How many texts to pick and how: `strategy` (STRATEGIES), its `seed`, and `exclude`, a label log of `senti
-    label` whose labelled texts are not picked again."""
+    """How many texts to pick and how: `strategy` (STRATEGIES), its `seed`, `exclude`, a label log of `senti
+    label` whose labelled texts are not picked again, and `aspects`, a team's aspect list: a text's margin is then
+    its least sure mentioned aspect's (answered by `unit`, as `senti aspects` answers)."""
 
     budget: int
     strategy: str = "uncertainty"
     seed: int = 0
     exclude: Path | None = None
+    aspects: list[Aspect] | None = None
+    unit: str = "sentence"
+
+
+class AspectScorer:
+    """texts -> each text's least sure aspect, as two-class probabilities (NaN where a text mentions no aspect),
+    from a scorer of whole texts: every mentioning unit is scored once, an aspect's probability of the positive
+    label is the mean over its units (senti.serving.aspects.assemble)."""
+
+    def __init__(self, score, labels: list[str], aspects: list[Aspect], unit: str):
+        from senti.serving.aspects import check_settings, positive_index
+
+        check_settings(labels, unit, 0.0)
+        self.score, self.aspects, self.unit = score, aspects, unit
+        self.positive = positive_index(labels)
+
+    def least_sure(self, texts: list[str]) -> list[tuple[str, float, str] | None]:
+        """(aspect name, probability of the positive label, its first unit) per text; None: no aspect mentioned."""
+        from senti.serving.aspects import aspect_pieces, assemble
+
+        found, pieces = aspect_pieces(texts, self.aspects, self.unit)
+        scores = dict(zip(pieces, self.score(pieces)[:, self.positive].tolist())) if pieces else {}
+        out: list[tuple[str, float, str] | None] = []
+        for answers in assemble(found, self.aspects, scores, 0.0):
+            said = [(name, a.score, a.evidence[0].text) for name, a in answers.items() if a.score is not None]
+            out.append(min(said, key=lambda s: abs(s[1] - 0.5)) if said else None)
+        return out
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        probs = np.full((len(texts), 2), np.nan)
+        for i, said in enumerate(self.least_sure(texts)):
+            if said is not None:
+                probs[i, self.positive], probs[i, 1 - self.positive] = said[1], 1 - said[1]
+        return probs
+
+    def reasons(self, texts: list[str]) -> list[str]:
+        return [f"aspect {name}: margin {abs(2 * p - 1):.3f} on \"{unit[:60]}\"" for name, p, unit in
+                (said or ("-", 0.5, "") for said in self.least_sure(texts))]
 
 
 class _PoolReader:
@@ -160,7 +207,7 @@ class _PoolReader:
 
     def __init__(self, score, pool, done: set):
         self.score, self.pool, self.done = score, pool, done
-        self.counts = {"read": 0, "unreadable": 0, "empty": 0, "excluded_labelled": 0}
+        self.counts = {"read": 0, "unreadable": 0, "empty": 0, "excluded_labelled": 0, "no_aspect": 0}
         self.bad_lines: list[int] = []
         self.first_error = ""
         self.chunk: list = []
@@ -168,7 +215,10 @@ class _PoolReader:
     def flush(self) -> None:
         if self.chunk:
             for (order, row), probs in zip(self.chunk, self.score([r.text for _, r in self.chunk])):
-                self.pool.add(order, row, probs)
+                if np.isnan(probs).any():  # an aspect selection: the text mentions none of the aspects
+                    self.counts["no_aspect"] += 1
+                else:
+                    self.pool.add(order, row, probs)
             self.chunk.clear()
 
     def add(self, row) -> None:
@@ -189,6 +239,8 @@ class _PoolReader:
 
     def nothing_to_pick(self, src: Path) -> DataError:
         why = [f"{self.counts['excluded_labelled']} already labelled"] if self.counts["excluded_labelled"] else []
+        if self.counts["no_aspect"]:
+            why.append(f"{self.counts['no_aspect']} mention none of the aspects")
         if self.bad_lines:  # the first unreadable line, by its number in the file, and what was wrong with it
             why.append(f"{self.counts['unreadable']} unreadable, from line {self.bad_lines[0]}: {self.first_error}")
         return DataError(f"{src}: no texts to choose from" + (f" ({'; '.join(why)})" if why else ""))
@@ -214,6 +266,8 @@ def select_file(model: Path, src: Path, dst: Path, selection: Selection, text_co
 
         done = labelled_texts(selection.exclude)
     score, labels, _ = load_scorer(model, trust_pickle)
+    if selection.aspects is not None:
+        score = AspectScorer(score, labels, selection.aspects, selection.unit)
     reader = _PoolReader(score, _Pool(max(20 * budget, 1000), strategy, seed), done)
     for row in read_rows(Path(src), text_column):
         reader.add(row)
@@ -224,6 +278,10 @@ def select_file(model: Path, src: Path, dst: Path, selection: Selection, text_co
     rows = [row for _, row, _ in candidates]
     probs = np.stack([p for _, _, p in candidates])
     picked = pick([r.text for r in rows], probs, labels, budget, strategy, seed)
+    if isinstance(score, AspectScorer):  # the reason names the least sure aspect and its unit
+        said = score.reasons([rows[i].text for i, _, _ in picked])
+        picked = [(i, margin, "; ".join(aspect if part.startswith("margin ") else part for part in reason.split("; ")))
+                  for (i, margin, reason), aspect in zip(picked, said)]
     _write(dst, [(rows[i], labels[int(probs[i].argmax())], float(probs[i].max()), margin, reason)
                  for i, margin, reason in picked], labels)
     return {**reader.counts, "unreadable_lines": reader.bad_lines, "candidates_kept": len(candidates),

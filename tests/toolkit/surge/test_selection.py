@@ -115,3 +115,54 @@ def test_select_with_a_checkpoint_reads_only_the_head_of_a_huge_text(tiny_checkp
     started = time.monotonic()
     assert score([huge]).shape == (1, len(labels))
     assert time.monotonic() - started < 3.0
+
+
+def test_select_by_aspect_ranks_by_each_texts_least_sure_aspect_and_leaves_out_texts_with_none(_exported, tmp_path):
+    """--aspects: a text's margin is that of its least sure mentioned aspect, as `senti aspects` answers it; texts
+    that mention no aspect are counted, never picked; the reason names the aspect and its unit."""
+    from senti.core.aspects import Aspect
+    from senti.serving import Predictor
+    from senti.serving.aspects import answer_aspects
+    from senti.toolkit.surge.selection import Selection, select_file
+
+    out, _ = _exported
+    aspects = [Aspect("delivery", ("物流", "快递")), Aspect("quality", ("质量",))]
+    texts = [f"{a}，{b}" for a in ("物流很快", "快递太慢了", "物流一般") for b in ("质量很好", "质量太差了", "东西还行")]
+    texts += ["东西不错，喜欢", "太差了，失望"]  # no aspect
+    src = tmp_path / "pool.txt"
+    src.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    answers = answer_aspects(Predictor.load(out), texts, aspects, unit="clause")
+    margins = {t: min(abs(2 * a.score - 1) for a in row.values() if a.score is not None)
+               for t, row in zip(texts, answers) if any(a.score is not None for a in row.values())}
+    dst = tmp_path / "picks.jsonl"
+    result = select_file(out, src, dst, Selection(budget=4, aspects=aspects, unit="clause"))
+    picks = [json.loads(line) for line in dst.read_text(encoding="utf-8").splitlines()]
+    assert result["no_aspect"] == 2 and result["picked"] == 4
+    assert [p["text"] for p in picks] == sorted(margins, key=lambda t: (margins[t], texts.index(t)))[:4]
+    for p in picks:
+        assert p["score"] == pytest.approx(margins[p["text"]], abs=1e-5)
+        assert p["reason"].startswith(("aspect delivery: margin", "aspect quality: margin")) and " on \"" in p["reason"]
+        assert "between" not in p["reason"]
+    nothing = tmp_path / "none.txt"
+    nothing.write_text("东西不错\n太差了\n", encoding="utf-8")
+    with pytest.raises(SentiError, match="no texts to choose from \\(2 mention none of the aspects\\)"):
+        select_file(out, nothing, tmp_path / "none.jsonl", Selection(budget=2, aspects=aspects))
+
+
+def test_senti_select_with_aspects_from_the_command_line(_exported, tmp_path):
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    src = tmp_path / "pool.txt"
+    src.write_text("物流很快，质量很好\n快递太慢了\n东西不错\n", encoding="utf-8")
+    listed = tmp_path / "aspects.json"
+    listed.write_text(json.dumps({"aspects": [{"name": "delivery", "keywords": ["物流", "快递"]}]}), encoding="utf-8")
+    result = CliRunner().invoke(app, ["select", "--model", str(_exported[0]), "--input", str(src), "--output",
+                                      str(tmp_path / "picks.jsonl"), "--budget", "5", "--aspects", str(listed)])
+    assert result.exit_code == 0, result.output
+    assert "2 of 3 rows picked by uncertainty" in result.output and "1 mention no aspect" in result.output
+    listed.write_text(json.dumps({"aspects": [{"name": "bad name!", "keywords": ["x"]}]}), encoding="utf-8")
+    result = CliRunner().invoke(app, ["select", "--model", str(_exported[0]), "--input", str(src), "--output",
+                                      str(tmp_path / "more.jsonl"), "--budget", "5", "--aspects", str(listed)])
+    assert result.exit_code != 0 and "aspects.json" in result.output
