@@ -13,8 +13,8 @@ from tests.helpers import synthetic_rows, train_tiny, write_folder
 def test_a_blend_moves_each_floating_tensor_by_the_childs_share_and_keeps_integer_buffers():
     from senti.toolkit.training.blend import blended
 
-    parent = {"w": np.array([0.0, 2.0], dtype=np.float32), "steps": np.array([3], dtype=np.int64)}
-    child = {"w": np.array([4.0, -2.0], dtype=np.float32), "steps": np.array([9], dtype=np.int64)}
+    parent: dict[str, np.ndarray] = {"w": np.array([0.0, 2.0], dtype=np.float32), "steps": np.array([3], dtype=np.int64)}
+    child: dict[str, np.ndarray] = {"w": np.array([4.0, -2.0], dtype=np.float32), "steps": np.array([9], dtype=np.int64)}
     mixed = blended(parent, child, 0.25)
     assert mixed["w"].tolist() == [1.0, 1.0] and mixed["w"].dtype == np.float32
     assert mixed["steps"].tolist() == [9]
