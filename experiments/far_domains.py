@@ -54,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
                              "(self-training), recorded as the run's 'unlabeled' arm")
     parser.add_argument("--arm", action="append", default=[], type=_option,
                         help="NAME=JSON: after each run, the same run again with this option too (repeatable)")
+    parser.add_argument("--arms-only", action="store_true",
+                        help="run only the --arm runs, not the defaults' (whose figures an earlier report holds)")
+    parser.add_argument("--after", default="dev,test",
+                        help="the splits each continued model is scored on (test alone halves the scoring)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output", required=True)
     return parser
@@ -135,14 +139,14 @@ def main(argv=None) -> dict:
                     metrics = json.loads((ckpt / layout.METRICS).read_text(encoding="utf-8"))
                     record = {"train_s": round(time.perf_counter() - started, 1),
                               "kept_parent": metrics.get("kept_parent", False),
-                              "after": {k: accuracy(ckpt, v)[0] for k, v in scored.items()},
+                              "after": {k: accuracy(ckpt, scored[k])[0] for k in args.after.split(",")},
                               "old_dev": metrics["best"].get("old_dev_accuracy"),
                               "unlabeled": metrics["data"].get("unlabeled"), "blends": metrics.get("blends"),
                               "kept_blend": metrics["best"].get("blend")}
                     shutil.rmtree(ckpt)
                     return record
 
-                run = {"strategy": strategy, "seed": seed, **continued(),
+                run = {"strategy": strategy, "seed": seed, **({} if args.arms_only else continued()),
                        "baseline_refit": {k: baseline_accuracy(old.train + picked, v, labels)
                                           for k, v in scored.items()}}
                 if args.unlabeled_arm:
