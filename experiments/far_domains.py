@@ -107,7 +107,7 @@ def main(argv=None) -> dict:
         else:
             probs = softmax(accuracy(args.model, splits.train)[1])
         entry: dict = {"texts": {k: len(v) for k, v in scored.items()}, "pool": len(splits.train),
-                 "before": {k: accuracy(args.model, v)[0] for k, v in scored.items()},
+                 "before": {k: accuracy(args.model, scored[k])[0] for k in args.after.split(",")},
                  "baseline_old": {k: baseline_accuracy(old.train, v, labels) for k, v in scored.items()},
                  "baseline_in_domain": {k: baseline_accuracy(splits.train, v, labels) for k, v in scored.items()},
                  "runs": []}
