@@ -100,6 +100,40 @@ def aspect_report(
     console.print(f"report: {paths['report']}; plot: {paths['plot']}")
 
 
+@app.command("aspect-units")
+def aspect_units(
+    input: Annotated[Path, typer.Option(help="Aspect labels: a folder with train and dev files, or one file (ASAP's "
+                                             "CSV, JSONL {\"text\", \"aspects\": {name: polarity}}, or what senti "
+                                             "label --aspects wrote).", exists=True)],
+    aspects_file: Annotated[Path, typer.Option("--aspects", help="The aspect list whose keywords find the units.",
+                                               exists=True, dir_okay=False)],
+    output_dir: Annotated[Path, typer.Option(help="Folder for train.tsv, dev.tsv and test.tsv of unit rows.",
+                                             file_okay=False)],
+    unit: Annotated[Unit, typer.Option(help="The unit a row is: a sentence or a clause.")] = Unit.sentence,
+    text_column: Annotated[Optional[str], typer.Option(help="The text column (default: text, review, ..., "
+                                                            "reviewbody).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the split of a single file.")] = 0,
+):
+    """Turn a team's aspect labels into sentence rows (each unit that mentions a labelled aspect, with that aspect's
+    polarity) for senti train --model PARENT --dataset OUTPUT_DIR to continue a model on."""
+    with user_errors():
+        from senti.core.aspects import read_aspects
+        from senti.toolkit.data.aspect_units import write_aspect_units
+
+        counts = write_aspect_units(input, read_aspects(aspects_file), output_dir, unit.value, text_column, seed)
+    table = Table(title=f"unit rows -> {output_dir}")
+    for col in ("split", "texts", "positive", "negative", "left out: both ways", "left out: in an earlier split"):
+        table.add_column(col, justify="left" if col == "split" else "right")
+    for split, c in counts.items():
+        table.add_row(split, str(c.texts), str(c.rows.get("positive", 0)), str(c.rows.get("negative", 0)),
+                      str(c.both_ways), str(c.repeats))
+    console.print(table)
+    unknown = sorted(set().union(*(c.unknown_aspects for c in counts.values())))
+    if unknown:
+        console.print(f"aspects in the data that the list does not have (not used): {', '.join(unknown[:10])}")
+    console.print(f"next: senti train --model PARENT --dataset {output_dir} --replay OLD_DATA --output-dir MODEL")
+
+
 def _percent(share: float | None) -> str:
     return "-" if share is None else f"{100 * share:.1f}%"
 

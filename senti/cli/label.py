@@ -28,6 +28,12 @@ def label(
     api_key_env: Annotated[Optional[str], typer.Option(
         help="Name of an environment variable holding a key the browser must give (Basic auth password).")] = None,
     trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
+    aspects: Annotated[Optional[Path], typer.Option(help="A team's aspect list: label each aspect found in a text "
+                                                         "(positive, neutral, negative, not mentioned), the evidence "
+                                                         "highlighted; senti aspect-units reads the answers.",
+                                                    exists=True, dir_okay=False)] = None,
+    unit: Annotated[str, typer.Option(help="With --aspects: the unit an aspect is found in, sentence or "
+                                           "clause.")] = "sentence",
 ):
     """Label texts one at a time in the browser: keys 1-9, a/x (accept/reject the guess), space, backspace."""
     quiet_warnings()
@@ -35,7 +41,7 @@ def label(
     with user_errors():
         from senti.toolkit.surge.labeling import open_job
 
-        job = open_job(input, output, model, labels, text_column, trust_pickle)
+        job = open_job(input, output, model, labels, text_column, trust_pickle, aspects, unit)
     import uvicorn
 
     from senti.serving.http_guard import HostGuard, allowed_hosts
@@ -47,7 +53,8 @@ def label(
     if allowed_hosts(host) is None and not api_key:
         console.print(f"warning: listening on {host} without a key: anyone who reaches the port reads every text "
                       "and can post labels; give --api-key-env NAME")
-    console.print(f"labelling {len(job.picks)} texts ({job.done()} answered) as {', '.join(job.labels)} -> {output}; "
+    labelled_as = f"{len(job.aspects)} aspects" if job.aspects is not None else ", ".join(job.labels)
+    console.print(f"labelling {len(job.picks)} texts ({job.done()} answered) as {labelled_as} -> {output}; "
                   f"open http://{host}:{port}/ (Ctrl+C stops; every answer is already saved)")
     uvicorn.run(HostGuard(create_label_app(job, api_key), host), host=host, port=port, log_level="warning",
                 access_log=False)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from senti.core.errors import DataError
 
-TEXT_COLUMNS = ("text_a", "text", "review", "sentence", "content")  # tried in order when none is named
+# tried in order when none is named (reviewbody: ASAP's aspect data)
+TEXT_COLUMNS = ("text_a", "text", "review", "sentence", "content", "reviewbody")
 LABEL_COLUMNS = ("label", "labels", "sentiment")
 
 

@@ -9,6 +9,7 @@ from senti.core.errors import DataError
 from senti.core.rows import parse_json_line
 
 UNLABELLED = ("skip", "undo")  # answers after which a text counts as not labelled
+ASPECT_ANSWER = "aspects"  # `senti label --aspects`: the line's `aspects` holds a polarity per aspect found
 LOG_KEYS = ("id", "text", "label", "answer")  # what makes a JSONL file a label log
 
 
@@ -31,8 +32,8 @@ def is_label_log(path: Path) -> bool:
     return record is not None and all(k in record for k in LOG_KEYS)
 
 
-def resolve_log(path: Path) -> tuple[list[tuple[str, str, str]], dict]:
-    """(text, label, where) of each id's last answer, skipped and undone ones left out, plus counts."""
+def last_answers(path: Path) -> tuple[dict[str, tuple[dict, int]], int]:
+    """({id: (its last record, its line)}, lines read); a half-written last line is not read."""
     last: dict[str, tuple[dict, int]] = {}
     lines = 0
     with Path(path).open(encoding="utf-8", errors="surrogateescape") as fh:
@@ -44,10 +45,31 @@ def resolve_log(path: Path) -> tuple[list[tuple[str, str, str]], dict]:
             lines += 1
             record = log_record(line, f"{path}:{n}")
             last[str(record["id"])] = (record, n)
-    rows = [(r["text"], str(r["label"]), f"{path}:{n}") for r, n in last.values() if r["answer"] not in UNLABELLED]
+    return last, lines
+
+
+def resolve_log(path: Path) -> tuple[list[tuple[str, str, str]], dict]:
+    """(text, label, where) of each id's last answer, skipped, undone and aspect answers (`resolve_aspect_log`)
+    left out, plus counts."""
+    last, lines = last_answers(path)
+    rows = [(r["text"], str(r["label"]), f"{path}:{n}") for r, n in last.values()
+            if r["answer"] not in (*UNLABELLED, ASPECT_ANSWER)]
     return rows, {"lines": lines, "texts": len(last), "labelled": len(rows),
                   "skipped": sum(r["answer"] == "skip" for r, _ in last.values()),
-                  "undone": sum(r["answer"] == "undo" for r, _ in last.values())}
+                  "undone": sum(r["answer"] == "undo" for r, _ in last.values()),
+                  "aspect_answers": sum(r["answer"] == ASPECT_ANSWER for r, _ in last.values())}
+
+
+def resolve_aspect_log(path: Path) -> list[tuple[str, dict[str, str], str]]:
+    """(text, {aspect: polarity}, where) of each id whose last answer labels aspects (`senti label --aspects`)."""
+    last, _ = last_answers(path)
+    rows = []
+    for r, n in last.values():
+        if r["answer"] == ASPECT_ANSWER:
+            if not isinstance(r.get("aspects"), dict):
+                raise DataError(f"{path}:{n}: an aspect answer without an \"aspects\" object")
+            rows.append((r["text"], {str(k): str(v) for k, v in r["aspects"].items()}, f"{path}:{n}"))
+    return rows
 
 
 def labelled_texts(path: Path) -> set[str]:

@@ -141,7 +141,7 @@ def load_all_rows(dataset: str, *, text_column: str | None = None, label_column:
     if path.is_file():
         return [e for e in read_table(path, text_column, label_column) if e.text]
     if path.is_dir():
-        found = [f for f in (_find_split_file(path, s) for s in SPLITS) if f]
+        found = [f for f in (find_split_file(path, s) for s in SPLITS) if f]
         if not found:
             raise DataError(f"{path}: no train, dev or test file (.tsv, .csv, .jsonl) in this folder")
         rows = [e for f in found for e in read_table(f, text_column, label_column) if e.text]
@@ -188,7 +188,7 @@ def _example(text: str, label, where: str, label_col: str) -> Example:
 
 
 def _read_folder(path: Path, text_column, label_column, seed) -> Splits:
-    found = {s: _find_split_file(path, s) for s in SPLITS}
+    found = {s: find_split_file(path, s) for s in SPLITS}
     if found["train"] is None:
         raise DataError(f"{path}: no train.tsv, train.csv or train.jsonl in this folder (to score every labelled row "
                         "of a file or folder of your own: senti eval --split all)")
@@ -206,7 +206,7 @@ def _read_folder(path: Path, text_column, label_column, seed) -> Splits:
     return splits
 
 
-def _find_split_file(path: Path, split: str) -> Path | None:
+def find_split_file(path: Path, split: str) -> Path | None:
     for suffix in SUFFIXES:
         candidate = path / f"{split}{suffix}"
         if candidate.is_file():

@@ -7,10 +7,12 @@ the page moves on (see `senti.toolkit.surge.labeling`). Behind the API key when 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
 from pydantic import BaseModel, ConfigDict, Field
 
+from senti.core.aspects import ASPECT_POLARITIES
 from senti.core.errors import SentiError
 from senti.toolkit.surge.labeling import LabelJob, Pick
 
@@ -24,8 +26,22 @@ class TabRequest(BaseModel):
 
 class AnswerRequest(TabRequest):
     id: str = Field(max_length=1000)
-    answer: str = Field(description="label, accept, reject or skip")
+    answer: str = Field(description="label, accept, reject, skip or aspects")
     label: str | None = None
+    aspects: dict[str, str] | None = Field(default=None, max_length=256,
+                                           description="aspects: aspect name -> polarity")
+
+
+def _shown(job: LabelJob, pick: Pick | None) -> dict:
+    """What the page shows: the text a tab holds (with the aspects found in it, in aspect mode) and the progress."""
+    progress = {"done": job.done(), "total": len(job.picks), "recent": job.recent()}
+    if pick is None:
+        return {"item": None, **progress}
+    item: dict[str, Any] = {"id": pick.id, "text": pick.text, "guess": pick.guess, "confidence": pick.confidence,
+                            "reason": pick.reason, "position": job.index[pick.id] + 1}
+    if job.aspects is not None:
+        item["aspects"] = job.found(pick)
+    return {"item": item, **progress}
 
 
 def create_label_app(job: LabelJob, api_key: str | None = None):
@@ -41,13 +57,6 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
 
     authorize = page_guard(api_key, "senti label")
 
-    def shown(pick: Pick | None) -> dict:
-        progress = {"done": job.done(), "total": len(job.picks), "recent": job.recent()}
-        if pick is None:
-            return {"item": None, **progress}
-        return {"item": {"id": pick.id, "text": pick.text, "guess": pick.guess, "confidence": pick.confidence,
-                         "reason": pick.reason, "position": job.index[pick.id] + 1}, **progress}
-
     @app.get("/")
     def index(request: Request):
         authorize(request)
@@ -57,24 +66,25 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
     def describe(request: Request):
         authorize(request)
         return {"labels": job.labels, "total": len(job.picks), "done": job.done(), "output": str(job.log_path),
-                "model_version": job.model_version, "guesses": any(p.guess for p in job.picks)}
+                "model_version": job.model_version, "guesses": any(p.guess for p in job.picks),
+                "aspect_mode": job.aspects is not None, "polarities": list(ASPECT_POLARITIES)}
 
     @app.post("/api/next")
     def next_text(body: TabRequest, request: Request):
         authorize(request)
-        return shown(job.next_for(body.tab))
+        return _shown(job, job.next_for(body.tab))
 
     def record(body: AnswerRequest, request: Request) -> None:
         authorize(request)
         try:
-            job.answer(body.tab, body.id, body.answer, body.label)
+            job.answer(body.tab, body.id, body.answer, body.label, body.aspects)
         except SentiError as err:
             raise HTTPException(409, str(err)) from None
 
     @app.post("/api/answer")
     def answer(body: AnswerRequest, request: Request):
         record(body, request)
-        return shown(job.next_for(body.tab))
+        return _shown(job, job.next_for(body.tab))
 
     @app.post("/api/edit")
     def edit(body: AnswerRequest, request: Request):
@@ -85,6 +95,6 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
     @app.post("/api/undo")
     def undo(body: TabRequest, request: Request):
         authorize(request)
-        return shown(job.undo(body.tab) or job.next_for(body.tab))
+        return _shown(job, job.undo(body.tab) or job.next_for(body.tab))
 
     return app

@@ -14,11 +14,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from senti.core.aspects import ASPECT_POLARITIES, Aspect
 from senti.core.errors import DataError
 from senti.core.rows import read_rows
-from senti.toolkit.data.label_log import UNLABELLED, log_record
+from senti.toolkit.data.label_log import ASPECT_ANSWER, UNLABELLED, log_record
 
-ANSWERS = ("label", "accept", "reject", "skip", "undo")  # label: chosen by number or mouse; accept/reject: the guess
+# label: chosen by number or mouse; accept/reject: the guess; aspects: a polarity per aspect (--aspects)
+ANSWERS = ("label", "accept", "reject", "skip", "undo", ASPECT_ANSWER)
 LEASE_SECONDS = 600  # a text shown in one tab is offered to no other tab for this long, unless answered
 
 
@@ -83,11 +85,13 @@ def read_picks(path: Path, text_column: str | None = None) -> list[Pick]:
 class LabelJob:
     """The picks, the answers so far (from the log) and which tab holds which text."""
 
-    def __init__(self, picks: list[Pick], labels: list[str], log_path: Path, model_version: str | None = None):
+    def __init__(self, picks: list[Pick], labels: list[str], log_path: Path, model_version: str | None = None,
+                 aspects: list[Aspect] | None = None, unit: str = "sentence"):
         if len(set(labels)) != len(labels) or len(labels) < 2:
             raise DataError(f"labels must be at least two distinct names; got {labels}")
         self.picks, self.labels, self.log_path = picks, labels, Path(log_path)
         self.model_version = model_version
+        self.aspects, self.unit = aspects, unit  # aspect mode: each text is answered per aspect found in it
         self.by_id = {p.id: p for p in picks}
         for p in picks:
             if p.guess is not None and p.guess not in labels:
@@ -194,14 +198,41 @@ class LabelJob:
                     return p
             return None
 
-    def answer(self, tab: str, pid: str, answer: str, label: str | None = None) -> dict:
+    def found(self, pick: Pick) -> list[dict]:
+        """Aspect mode: the aspects found in the pick's text, each with its evidence (character offsets), for the
+        page to highlight and ask about."""
+        from senti.serving.aspects import mentions
+
+        said = mentions(pick.text, self.aspects or [], self.unit)
+        return [{"name": a.name, "label": a.label or a.name, "evidence": [e.to_json() for e in said[a.name]]}
+                for a in self.aspects or [] if a.name in said]
+
+    def check_aspects(self, aspects) -> dict[str, str]:
+        """An aspect answer's polarities: aspects of the job's list, each one of ASPECT_POLARITIES."""
+        if self.aspects is None:
+            raise DataError("this job labels whole texts; start senti label with --aspects to label aspects")
+        names = {a.name for a in self.aspects}
+        if not isinstance(aspects, dict) or not aspects:
+            raise DataError("an aspect answer needs aspects: an object of aspect name -> polarity")
+        for name, polarity in aspects.items():
+            if name not in names:
+                raise DataError(f"aspect {name!r} is not in the job's aspect list")
+            if polarity not in ASPECT_POLARITIES:
+                raise DataError(f"aspect {name!r}: polarity must be one of {', '.join(ASPECT_POLARITIES)}; got "
+                                f"{polarity!r}")
+        return dict(aspects)
+
+    def answer(self, tab: str, pid: str, answer: str, label: str | None = None, aspects=None) -> dict:
         """Record an answer for `pid` (a new one, or an edit of an earlier one) and return the logged line."""
         pick = self.by_id.get(pid)
         if pick is None:
             raise DataError(f"no text with id {pid!r} in this job")
         if answer not in ANSWERS or answer == "undo":
-            raise DataError(f"answer must be one of label, accept, reject, skip; got {answer!r}")
-        if answer in ("accept", "reject"):
+            raise DataError(f"answer must be one of label, accept, reject, skip, aspects; got {answer!r}")
+        polarities = self.check_aspects(aspects) if answer == ASPECT_ANSWER else None
+        if answer == ASPECT_ANSWER:
+            label = None
+        elif answer in ("accept", "reject"):
             if pick.guess is None:
                 raise DataError(f"text {pid!r} has no model guess to {answer}")
             if answer == "reject" and len(self.labels) != 2:
@@ -218,6 +249,8 @@ class LabelJob:
             record = {"id": pid, "text": pick.text, "label": label, "answer": answer, "guess": pick.guess,
                       "confidence": pick.confidence, "model_version": self.model_version,
                       "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "input": pick.record}
+            if polarities is not None:
+                record["aspects"] = polarities
             self._append(record, tab)
             self.leases.pop(pid, None)
             return record
@@ -247,7 +280,9 @@ class LabelJob:
         from itertools import islice
 
         return [{"id": pid, "text": self.by_id[pid].text[:80], "label": self.last[pid]["label"],
-                 "answer": self.last[pid]["answer"]} for pid in islice(reversed(self.history), n)]
+                 "answer": self.last[pid]["answer"],
+                 **({"aspects": self.last[pid]["aspects"]} if "aspects" in self.last[pid] else {})}
+                for pid in islice(reversed(self.history), n)]
 
 
 def _json_line(record: dict) -> str:
@@ -257,7 +292,8 @@ def _json_line(record: dict) -> str:
 
 
 def open_job(picks_path: Path, log_path: Path, model: Path | None = None, labels: str | None = None,
-             text_column: str | None = None, trust_pickle: bool = False) -> LabelJob:
+             text_column: str | None = None, trust_pickle: bool = False, aspects: Path | None = None,
+             unit: str = "sentence") -> LabelJob:
     """A labelling job from the CLI's options, checked before any page is served."""
     from senti.serving.streaming import check_output
 
@@ -279,9 +315,16 @@ def open_job(picks_path: Path, log_path: Path, model: Path | None = None, labels
             raise DataError(f"--labels {labels}: {', '.join(sorted(set(names) - set(model_labels)))} not among the "
                             f"model's labels {model_labels}")
         names = names or model_labels
-    names = names or labels_in_picks(picks)
+    names = names or labels_in_picks(picks) or (list(ASPECT_POLARITIES[:3]) if aspects is not None else None)
     if not names:
         raise DataError("say the label names: --labels a,b or --model EXPORT_OR_CHECKPOINT (picks of senti select "
                         "carry them)")
-    return LabelJob(picks, names, log_path, version)
+    listed = None
+    if aspects is not None:
+        from senti.core.aspects import read_aspects
+        from senti.serving.aspects import check_unit
+
+        check_unit(unit)
+        listed = read_aspects(aspects)
+    return LabelJob(picks, names, log_path, version, listed, unit)
 
