@@ -1,9 +1,12 @@
 """The README's screenshots of senti's pages, taken in headless Chromium (Debian's chromium, chromedriver).
 
     python -m experiments.page_screenshots --model EXPORT --pool TEXTS [--output-dir docs/img]
+    python -m experiments.page_screenshots --model EXPORT --pool REVIEWS --aspects ASPECTS.json
 
 Starts `senti serve --model EXPORT` on loopback, scores a few texts on `/` and shoots it and `/docs`; picks 40
-texts of TEXTS with `senti select`, starts `senti label` on them, answers three by keys and shoots the page.
+texts of TEXTS with `senti select`, starts `senti label` on them, answers three by keys and shoots the page. With
+--aspects, only the label page's aspect mode instead: 20 picks of `senti select --aspects`, two texts answered by
+keys and the first aspect of the third, shot as label-aspects.png.
 """
 
 from __future__ import annotations
@@ -44,7 +47,11 @@ def main() -> None:
     parser.add_argument("--model", required=True, type=Path)
     parser.add_argument("--pool", required=True, type=Path)
     parser.add_argument("--output-dir", type=Path, default=Path("docs/img"))
+    parser.add_argument("--aspects", type=Path, default=None)
     args = parser.parse_args()
+    if args.aspects is not None:
+        _aspect_page(args)
+        return
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -87,6 +94,40 @@ def main() -> None:
             label.wait()
     driver.quit()
     print(f"screenshots in {args.output_dir}: serve-console.png, serve-docs.png, label.png")
+
+
+def _aspect_page(args) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from senti.benchmarks.local_server import start_senti
+
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    driver = _browser()
+    wait = WebDriverWait(driver, 60)
+    with tempfile.TemporaryDirectory() as tmp:
+        picks, labels = Path(tmp) / "picks.jsonl", Path(tmp) / "labels.jsonl"
+        subprocess.run([sys.executable, "-m", "senti.cli", "select", "--model", str(args.model), "--input",
+                        str(args.pool), "--output", str(picks), "--budget", "20", "--aspects", str(args.aspects)],
+                       check=True)
+        label, base = start_senti(["label", "--input", str(picks), "--output", str(labels), "--aspects",
+                                   str(args.aspects)], ready="/api/job")
+        try:
+            driver.get(f"{base}/")
+            for n in range(2):
+                wait.until(_progress_reads(n))
+                wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#aspects tr[data-aspect]"))
+                for _ in driver.find_elements(By.CSS_SELECTOR, "#aspects tr[data-aspect]"):
+                    driver.find_element(By.TAG_NAME, "body").send_keys("1")
+            wait.until(_progress_reads(2))
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#aspects tr[data-aspect]"))
+            driver.find_element(By.TAG_NAME, "body").send_keys("3")
+            driver.save_screenshot(str(args.output_dir / "label-aspects.png"))
+        finally:
+            label.terminate()
+            label.wait()
+    driver.quit()
+    print(f"screenshot in {args.output_dir}: label-aspects.png")
 
 
 if __name__ == "__main__":
