@@ -1,15 +1,18 @@
-"""The few-labels table of the far-domains page from `experiments.far_domains --unlabeled-arm`'s report.json:
-per domain the parent, the child of the defaults and the child with `--unlabeled` (each seed, the median and its
-difference to the parent), and the n-gram refit with the same labels; then the summary lines.
+"""The few-labels tables of the far-domains page from `experiments.far_domains`' report.json: per domain the parent,
+the child of the defaults and the child of each arm (`--unlabeled-arm`, `--arm NAME=VALUE`: each seed, the median
+and its difference to the parent), and the n-gram refit with the same labels; then the summary lines.
 
-    python -m experiments.few_labels_table runs/few32/report.json
+    python -m experiments.few_labels_table runs/few32/report.json [--defaults runs/earlier/report.json]
+
+With --defaults, the defaults' children come from an earlier report of the same domains, seeds and picks (a run made
+with --arms-only).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 
 
@@ -17,46 +20,82 @@ def _points(x: float) -> str:
     return f"{100 * x:+.1f}"
 
 
-def table(report: dict) -> list[str]:
-    lines = ["| domain (test texts) | parent | child, seeds 1, 2, 3 | median - parent | with --unlabeled, seeds 1, 2, 3 "
-             "| median - parent | refit, same labels (median) | child - refit (medians) |",
-             "|---|---|---|---|---|---|---|---|"]
-    summary: dict[str, list[float]] = {"child": [], "pool": [], "worst_child": [], "worst_pool": [], "vs_refit": []}
+def _arms(report: dict) -> list[str]:
+    """The arms a report holds, in the order first met: `--unlabeled` (the legacy key) and each `--arm`."""
+    names: dict[str, None] = {}
+    for entry in report["domains"].values():
+        for run in entry["runs"]:
+            if "with_unlabeled" in run:
+                names["--unlabeled"] = None
+            names.update(dict.fromkeys(run.get("arms", {})))
+    return list(names)
+
+
+def _arm(run: dict, name: str) -> dict | None:
+    return run.get("with_unlabeled") if name == "--unlabeled" else run.get("arms", {}).get(name)
+
+
+def _cell(results: list[dict]) -> str:
+    """Each seed's test accuracy; * where the parent's weights were kept, b where a parent-child blend was."""
+    return ", ".join(f"{r['after']['test']:.3f}{'*' if r['kept_parent'] else ''}{'b' if r.get('kept_blend') else ''}"
+                     for r in results)
+
+
+def table(report: dict, defaults: dict | None = None) -> list[str]:
+    arms = _arms(report)
+    head = ["domain (test texts)", "parent", "child, seeds 1, 2, 3", "median - parent"]
+    for name in arms:
+        head += [f"{name}, seeds 1, 2, 3", "median - parent"]
+    head += ["refit, same labels (median)", "child - refit (medians)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    gains: dict[str, list[float]] = {name: [] for name in ["child", *arms]}
+    worst: dict[str, list[float]] = {name: [] for name in ["child", *arms]}
+    above_refit = []
     for domain, entry in report["domains"].items():
         runs = entry["runs"]
         parent = entry["before"]["test"]
-        child = [r["after"]["test"] for r in runs]
-        pool = [r["with_unlabeled"]["after"]["test"] for r in runs if "with_unlabeled" in r]
+        children = [r if "after" in r else _same_run(defaults, domain, r) for r in runs]
         refit = statistics.median(r["baseline_refit"]["test"] for r in runs)
-
-        def cell(values, kept):
-            return ", ".join(f"{v:.3f}{'*' if k else ''}" for v, k in zip(values, kept))
-
-        lines.append(
-            f"| {domain} ({entry['texts']['test']:,}) | {parent:.3f} "
-            f"| {cell(child, [r['kept_parent'] for r in runs])} | {_points(statistics.median(child) - parent)} "
-            f"| {cell(pool, [r['with_unlabeled']['kept_parent'] for r in runs if 'with_unlabeled' in r])} "
-            f"| {_points(statistics.median(pool) - parent) if pool else '-'} | {refit:.3f} "
-            f"| {_points(statistics.median(child) - refit)} |")
-        summary["child"].append(statistics.median(child) - parent)
-        summary["worst_child"].append(min(child) - parent)
-        summary["vs_refit"].append(statistics.median(child) - refit)
-        if pool:
-            summary["pool"].append(statistics.median(pool) - parent)
-            summary["worst_pool"].append(min(pool) - parent)
-    lines += ["", "(* the parent's weights were kept.)", "",
-              f"Child - parent, median over domains of the per-domain medians: {_points(statistics.median(summary['child']))}"
-              f" points (with --unlabeled: {_points(statistics.median(summary['pool'])) if summary['pool'] else '-'}); "
-              f"worst single run: {_points(min(summary['worst_child']))} "
-              f"(with --unlabeled: {_points(min(summary['worst_pool'])) if summary['worst_pool'] else '-'}); "
-              f"domains where the child's median is above the refit: "
-              f"{sum(d > 0 for d in summary['vs_refit'])} of {len(summary['vs_refit'])}."]
+        row = [f"{domain} ({entry['texts']['test']:,})", f"{parent:.3f}"]
+        for name, results in [("child", children), *((a, [_arm(r, a) for r in runs]) for a in arms)]:
+            results = [r for r in results if r is not None]
+            tests = [r["after"]["test"] for r in results]
+            row += [_cell(results), _points(statistics.median(tests) - parent) if tests else "-"]
+            if tests:
+                gains[name].append(statistics.median(tests) - parent)
+                worst[name].append(min(tests) - parent)
+        child_median = statistics.median(r["after"]["test"] for r in children)
+        above_refit.append(child_median - refit)
+        lines.append("| " + " | ".join([*row, f"{refit:.3f}", _points(child_median - refit)]) + " |")
+    lines += ["", "(* the parent's weights were kept; b a parent-child blend was.)", ""]
+    for name in ["child", *arms]:
+        if gains[name]:
+            lines.append(f"{'Child' if name == 'child' else name} - parent, median over domains of the per-domain "
+                         f"medians: {_points(statistics.median(gains[name]))} points; worst single run: "
+                         f"{_points(min(worst[name]))}.")
+    lines.append(f"Domains where the child's median is above the refit: {sum(d > 0 for d in above_refit)} of "
+                 f"{len(above_refit)}.")
     return lines
 
 
+def _same_run(defaults: dict | None, domain: str, run: dict) -> dict:
+    """The defaults' run of the same domain, strategy and seed in an earlier report."""
+    if defaults is None:
+        raise SystemExit(f"{domain}: the report has no defaults' runs (made with --arms-only); give --defaults")
+    for other in defaults["domains"][domain]["runs"]:
+        if (other["strategy"], other["seed"]) == (run["strategy"], run["seed"]):
+            return other
+    raise SystemExit(f"{domain}: no run of seed {run['seed']} in the --defaults report")
+
+
 def main() -> None:
-    report = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
-    print("\n".join(table(report)))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("report", type=Path)
+    parser.add_argument("--defaults", type=Path, default=None)
+    args = parser.parse_args()
+    report = json.loads(args.report.read_text(encoding="utf-8"))
+    defaults = json.loads(args.defaults.read_text(encoding="utf-8")) if args.defaults else None
+    print("\n".join(table(report, defaults)))
 
 
 if __name__ == "__main__":
