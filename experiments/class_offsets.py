@@ -33,7 +33,6 @@ def offsets_for(scores, gold, k, rounds=3):
 
 
 def main(folders: list[str]) -> None:
-    from senti.core.artifacts import SplitRecipe
     from senti.core.checkpoint import load_checkpoint, read_meta
     from senti.core.ngram_head import adjustment_offsets, best_tau, combine_numpy
     from senti.core.scores import confusion_matrix, macro_f1
@@ -44,7 +43,8 @@ def main(folders: list[str]) -> None:
     for folder in folders:
         model, tokenizer = load_checkpoint(Path(folder))[:2]
         meta = read_meta(Path(folder))
-        splits = load_recipe(SplitRecipe(**(meta.data or {})))
+        assert meta.data is not None, f"{folder}: the checkpoint records no split recipe"
+        splits = load_recipe(meta.data)
         index = {lab: i for i, lab in enumerate(meta.labels)}
         k, weight = len(meta.labels), float(model.config.ngram_weight)
         counts = np.bincount([index[e.label] for e in splits.train], minlength=k)

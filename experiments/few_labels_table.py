@@ -57,8 +57,10 @@ def table(report: dict, defaults: dict | None = None) -> list[str]:
         children = [r if "after" in r else _same_run(defaults, domain, r) for r in runs]
         refit = statistics.median(r["baseline_refit"]["test"] for r in runs)
         row = [f"{domain} ({entry['texts']['test']:,})", f"{parent:.3f}"]
-        for name, results in [("child", children), *((a, [_arm(r, a) for r in runs]) for a in arms)]:
-            results = [r for r in results if r is not None]
+        columns: list[tuple[str, list[dict | None]]] = [("child", list(children))]
+        columns += [(a, [_arm(r, a) for r in runs]) for a in arms]
+        for name, found in columns:
+            results = [r for r in found if r is not None]
             tests = [r["after"]["test"] for r in results]
             row += [_cell(results), _points(statistics.median(tests) - parent) if tests else "-"]
             if tests:

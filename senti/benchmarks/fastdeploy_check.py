@@ -42,11 +42,11 @@ def _reference(args) -> tuple[dict[str, Any], list, list]:
     from senti.toolkit.data.splits import load_splits
 
     predictor = Predictor.load(Path(args.model), backend="onnx", threads=args.threads)
-    recipe = predictor.meta.data or {}
-    dataset = args.dataset or recipe.get("dataset")
+    recipe = predictor.meta.data
+    dataset = args.dataset or (recipe.dataset if recipe else None)
     if dataset is None:
         raise SystemExit("the export does not record its data; pass --dataset")
-    texts = [e.text for e in load_splits(dataset, seed=recipe.get("seed", 42)).dev[: args.texts]]
+    texts = [e.text for e in load_splits(dataset, seed=recipe.seed if recipe else 42).dev[: args.texts]]
     encoded = predictor.tokenizer(texts, predictor.max_seq_len)
     batches = [pad_batch(encoded, index, predictor.tokenizer.pad_id)[0]
                for index in length_sorted_batches([len(e) for e in encoded], 32)]

@@ -188,8 +188,9 @@ class ArtifactMeta:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         try:
+            optional = {f.name for f in fields(cls) if f.default is None}  # a record left out is None
             for name, parse in cls.NESTED.items():
-                if name in values:
+                if name in values and not (values[name] is None and name in optional):
                     values[name] = parse(values[name])
         except (TypeError, ValueError) as err:
             raise ArtifactError(f"{where}: unreadable {cls.KIND} metadata ({err})") from None
@@ -242,6 +243,17 @@ class SplitRecipe:
     # A hash of the rows (texts and labels, in order) whatever the path: `--replay` finds a parent's data by it.
     fingerprint: str | None = None
 
+    @classmethod
+    def from_json(cls, data) -> SplitRecipe:
+        """The recipe as senti.json and export.json hold it (`data`); ValueError when it is not one."""
+        if not isinstance(data, dict) or "dataset" not in data or "seed" not in data:
+            raise ValueError("data must record dataset and seed")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
 
 def labels_problem(labels, max_seq_len) -> str | None:
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels) or not isinstance(max_seq_len, int):
@@ -260,6 +272,7 @@ class ExportMeta(ArtifactMeta):
     NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {
         "tokenizer": TokenizerSettings.from_export_json,
         "formats": lambda formats: {name: FormatRecord.from_json(entry) for name, entry in _mapping(formats).items()},
+        "data": SplitRecipe.from_json,
     }
 
     labels: list[str]
@@ -270,7 +283,7 @@ class ExportMeta(ArtifactMeta):
     meta_version: int = layout.META_VERSION
     written_by: str = "senti export"
     source_checkpoint: str | None = None
-    data: dict | None = None  # the SplitRecipe the parity texts were cut with
+    data: SplitRecipe | None = None  # how the parity texts' splits were cut
     io: dict = field(default_factory=dict)
     spec: dict = field(default_factory=dict)
     parity_texts: int = 0

@@ -19,7 +19,8 @@ class CheckpointMeta(ArtifactMeta):
 
     FILE: ClassVar[str] = layout.CHECKPOINT_META
     KIND: ClassVar[str] = "checkpoint"
-    NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {"tokenizer": TokenizerSettings.from_json}
+    NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {"tokenizer": TokenizerSettings.from_json,
+                                                          "data": SplitRecipe.from_json}
 
     labels: list[str]
     max_seq_len: int
@@ -28,8 +29,8 @@ class CheckpointMeta(ArtifactMeta):
     tokenizer: TokenizerSettings = field(default_factory=TokenizerSettings)
     model: dict = field(default_factory=dict)  # source: scratch preset, PaddleNLP name, parent checkpoint
     versions: dict = field(default_factory=dict)
-    # The SplitRecipe of the data it was trained on; None in checkpoints from before senti recorded it.
-    data: dict | None = None
+    # How the data it was trained on was split; None in checkpoints from before senti recorded it.
+    data: SplitRecipe | None = None
     dev: dict | None = None  # the evaluation this checkpoint was kept for
     lineage: dict | None = None  # continued from: parent checkpoint (path, version), new and replayed datasets
     precision: str | None = None
@@ -37,15 +38,7 @@ class CheckpointMeta(ArtifactMeta):
     parallel: dict | None = None  # {world_size, nodes} of the run that wrote it
 
     def problem(self) -> str | None:
-        if self.data is not None and not (isinstance(self.data, dict) and "dataset" in self.data and
-                                          "seed" in self.data):
-            return "data must record dataset and seed"
         return labels_problem(self.labels, self.max_seq_len)
-
-    @property
-    def splits(self) -> SplitRecipe | None:
-        """How the training data was split (dataset, seed, columns), or None when not recorded."""
-        return SplitRecipe(**self.data) if self.data else None
 
 
 def read_meta(path: Path) -> CheckpointMeta:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from senti.core import layout, stopping
-from senti.core.artifacts import ExportMeta, FormatRecord, Parity, TokenizerSettings, remove_stale_work
+from senti.core.artifacts import ExportMeta, FormatRecord, Parity, SplitRecipe, TokenizerSettings, remove_stale_work
 from senti.core.batching import model_pad_id, pad_batch
 from senti.core.checkpoint import load_checkpoint
 from senti.core.errors import SentiError
@@ -235,7 +235,7 @@ def _reference(model, tokenizer, fast: FastTokenizer, texts: list[str], gold: li
 
 
 def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=print,
-                 spec: ExportSpec = ERNIE_SEQUENCE_CLASSIFICATION, data: dict | None = None,
+                 spec: ExportSpec = ERNIE_SEQUENCE_CLASSIFICATION, data: SplitRecipe | None = None,
                  calibration_texts: list[str] | None = None) -> dict:
     """Export per `config`, proving parity on `texts` (with `gold` labels); returns export.json's content.
 

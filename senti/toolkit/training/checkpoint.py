@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 
 from senti.core import layout
@@ -105,5 +104,5 @@ def checkpoint_meta(written_by: str, labels, max_seq_len: int, tokenizer, source
     return CheckpointMeta(
         written_by=written_by, labels=list(labels), max_seq_len=max_seq_len,
         tokenizer=TokenizerSettings.of(tokenizer),
-        model=source, versions=versions, data=asdict(recipe) if recipe else None, lineage=lineage,
+        model=source, versions=versions, data=recipe, lineage=lineage,
     )

@@ -3,26 +3,27 @@ and training texts for the static INT8 calibration."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
+from senti.core.artifacts import SplitRecipe
 from senti.core.checkpoint import read_meta
 from senti.core.errors import SentiError
 from senti.toolkit.data.splits import recorded_splits
 
 
-def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list[str], list[str], dict, list[str]]:
+def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list[str], list[str], SplitRecipe,
+                                                                            list[str]]:
     """Parity texts and their labels (the dev split, at most `limit`), the split recipe, and calibration texts
     (the training split): of the checkpoint's own data unless `dataset` names another one."""
     from senti.export.pipeline import CALIBRATION_TEXTS
 
     meta = read_meta(model_dir)  # a folder that is not a checkpoint fails here, before any data is read
     try:
-        splits, recipe = recorded_splits(Path(model_dir), meta.splits, dataset)
+        splits, recipe = recorded_splits(Path(model_dir), meta.data, dataset)
     except SentiError as err:
         raise SentiError(f"parity texts: {err} (pass --dataset to choose others)") from None
     rows = splits.dev[:limit]
-    return ([e.text for e in rows], [e.label for e in rows], asdict(recipe),
+    return ([e.text for e in rows], [e.label for e in rows], recipe,
             [e.text for e in splits.train[:CALIBRATION_TEXTS]])
 
 

@@ -178,7 +178,7 @@ def balanced_weights(y: np.ndarray, k: int) -> np.ndarray:
 
 def parent_dev(parent: Path, recipe: SplitRecipe, tokenizer, labels: list[str], max_len: int):
     """The parent's own dev split (encoded ids, label ids), when its data can be read and is not the new data."""
-    old = read_meta(parent).splits
+    old = read_meta(parent).data
     if old is None or (old.fingerprint and old.fingerprint == recipe.fingerprint):
         return None
     try:
@@ -239,10 +239,11 @@ def continuation(config: TrainConfig, splits) -> tuple[list[str], list, dict | N
     replayed: list = []
     notes: list[str] = []
     if config.replay:
-        replayed, notes = _replay_rows(config, parent_meta.splits, splits, labels)
+        replayed, notes = _replay_rows(config, parent_meta.data, splits, labels)
     lineage = {"parent": str(parent.resolve()),
                "parent_version": hashlib.sha256((parent / layout.CHECKPOINT_META).read_bytes()).hexdigest()[:12],
-               "parent_data": parent_meta.data, "dataset": config.dataset, "replay": config.replay,
+               "parent_data": parent_meta.data.to_json() if parent_meta.data else None, "dataset": config.dataset,
+               "replay": config.replay,
                "replay_ratio": config.replay_ratio if config.replay else None, "replayed_rows": len(replayed),
                "replay_notes": notes}
     return labels, replayed, lineage
