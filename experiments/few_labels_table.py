@@ -50,7 +50,8 @@ def table(report: dict, defaults: dict | None = None) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     gains: dict[str, list[float]] = {name: [] for name in ["child", *arms]}
     worst: dict[str, list[float]] = {name: [] for name in ["child", *arms]}
-    above_refit = []
+    above_refit: dict[str, int] = {name: 0 for name in ["child", *arms]}
+    child_vs_refit = []
     for domain, entry in report["domains"].items():
         runs = entry["runs"]
         parent = entry["before"]["test"]
@@ -66,17 +67,17 @@ def table(report: dict, defaults: dict | None = None) -> list[str]:
             if tests:
                 gains[name].append(statistics.median(tests) - parent)
                 worst[name].append(min(tests) - parent)
+                above_refit[name] += statistics.median(tests) > refit
         child_median = statistics.median(r["after"]["test"] for r in children)
-        above_refit.append(child_median - refit)
-        lines.append("| " + " | ".join([*row, f"{refit:.3f}", _points(child_median - refit)]) + " |")
+        child_vs_refit.append(child_median - refit)
+        lines.append("| " + " | ".join([*row, f"{refit:.3f}", _points(child_vs_refit[-1])]) + " |")
     lines += ["", "(* the parent's weights were kept; b a parent-child blend was.)", ""]
     for name in ["child", *arms]:
         if gains[name]:
             lines.append(f"{'Child' if name == 'child' else name} - parent, median over domains of the per-domain "
                          f"medians: {_points(statistics.median(gains[name]))} points; worst single run: "
-                         f"{_points(min(worst[name]))}.")
-    lines.append(f"Domains where the child's median is above the refit: {sum(d > 0 for d in above_refit)} of "
-                 f"{len(above_refit)}.")
+                         f"{_points(min(worst[name]))}; median above the refit on {above_refit[name]} of "
+                         f"{len(gains[name])} domains.")
     return lines
 
 
