@@ -224,7 +224,7 @@ class ArtifactMeta:
             value = getattr(self, name)
             if isinstance(value, dict):  # a mapping of records (export.json's formats)
                 data[name] = {k: v.to_json() for k, v in value.items()}
-            elif value is not None:
+            elif value is not None and not isinstance(value, list):  # a list of plain records: asdict wrote it
                 data[name] = value.to_json()
         return data
 

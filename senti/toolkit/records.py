@@ -5,12 +5,30 @@ writes it through `write` (atomic); readers get one clear error for a file that 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from senti.core import layout
 from senti.core.artifacts import ArtifactMeta, write_json_atomic
+
+
+@dataclass
+class BlendTried:
+    """One parent-child blend of `senti train --interpolate` (toolkit.training.blend), as judged on dev."""
+
+    share: float  # the child's share of the blend
+    passes: bool  # beat the parent on the new dev labels and stayed within the margin on its own dev
+    dev_accuracy: float
+    dev_log_loss: float
+    old_dev_accuracy: float | None = None  # on the parent's own dev split, when that can be read
+
+    @classmethod
+    def from_json(cls, data) -> BlendTried:
+        if not isinstance(data, dict):
+            raise ValueError("each blend must be an object")
+        return cls(**{k: v for k, v in data.items() if k in {f.name for f in fields(cls)}})
 
 
 @dataclass
@@ -20,6 +38,8 @@ class TrainingMetrics(ArtifactMeta):
 
     FILE: ClassVar[str] = layout.METRICS
     KIND: ClassVar[str] = "training metrics"
+    NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "blends": lambda blends: [BlendTried.from_json(b) for b in _records(blends, "blends")]}
 
     written_by: str
     model: dict  # where the weights came from (preset, PaddleNLP name, folder)
@@ -47,8 +67,8 @@ class TrainingMetrics(ArtifactMeta):
     # a continued model: the parent's and the kept model's accuracy on the new dev labels and the parent's dev split,
     # each with its 95% interval (toolkit.training.run.accuracy_interval)
     parent_comparison: dict | None = None
-    # `--interpolate`: each parent-child blend tried ({share, passes, dev_accuracy, dev_log_loss, old_dev_accuracy})
-    blends: list[dict] | None = None
+    # `--interpolate`: each parent-child blend tried
+    blends: list[BlendTried] | None = None
 
 
 @dataclass
@@ -139,3 +159,9 @@ class EvalRecord(ArtifactMeta):
 
     def write_to(self, path: Path) -> None:
         write_json_atomic(path, self.to_json())
+
+
+def _records(value, name: str) -> list:
+    if not isinstance(value, list):
+        raise ValueError(f"{name} must be a list")
+    return value

@@ -515,6 +515,7 @@ class ClassifierRun(Run[Classifier]):
         """`--interpolate`: the parent's weights plus a share of the best child's change (WiSE-FT), judged as a
         child is (beat the parent on the new dev labels, stay within OLD_DEV_MARGIN on its own dev); `auto` keeps
         the best of the child and its blends on the new dev labels, a share given keeps that blend when it passes."""
+        from senti.toolkit.records import BlendTried
         from senti.toolkit.training.blend import blend_shares, blended
 
         best = self.metrics.best
@@ -527,14 +528,14 @@ class ClassifierRun(Run[Classifier]):
             self.model.set_state_dict(mixed)
             record = {**self.evaluate(best["epoch"], best["step"]), "blend": share}
             passes = better(record, parent, small) and not self.forgets(record)
-            tried.append({"share": share, "passes": passes,
-                          **{k: record[k] for k in ("dev_accuracy", "dev_log_loss", "old_dev_accuracy") if k in record}})
+            tried.append(BlendTried(share, passes, record["dev_accuracy"], record["dev_log_loss"],
+                                    record.get("old_dev_accuracy")))
             if passes and (self.interpolate != "auto" or better(record, chosen, small)):
                 chosen, chosen_weights = record, mixed
         self.metrics.blends = tried
         self.model.set_state_dict(chosen_weights)
         if chosen is best:
-            shares = ", ".join(f"{t['share']:g}" for t in tried)
+            shares = ", ".join(f"{t.share:g}" for t in tried)
             self.say(f"no blend of parent and child (the child's share {shares}) passed or did better on the new dev "
                      "labels: the child is kept")
             return

@@ -55,6 +55,10 @@ def test_a_kept_half_blend_is_the_midpoint_of_parent_and_child(tiny_checkpoint, 
                        interpolate="0.5")
     [tried] = mixed["blends"]
     assert tried["share"] == 0.5 and {"dev_accuracy", "dev_log_loss", "old_dev_accuracy"} <= set(tried)
+    from senti.toolkit.records import BlendTried, TrainingMetrics
+
+    [read] = TrainingMetrics.read(tmp_path / "mixed").blends or []  # metrics.json reads back as typed records
+    assert isinstance(read, BlendTried) and read.share == 0.5 and read.passes == tried["passes"]
     weights = {name: load_file(str(tmp_path / name / layout.PADDLENLP_SAFE_WEIGHTS)) for name in ("child", "mixed")}
     parent = load_file(str(ckpt / layout.PADDLENLP_SAFE_WEIGHTS))
     encoder = [k for k in parent if k.startswith("ernie.encoder")]
