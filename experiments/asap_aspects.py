@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-CODES = {"1": "positive", "0": "neutral", "-1": "negative", "-2": "not_mentioned"}
+from senti.toolkit.data.aspect_units import ASAP_CODES as CODES  # the codes senti aspect-units reads
+
 MARGINS = [round(0.05 * i, 2) for i in range(9)]
 
 

@@ -8,16 +8,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from senti.cli.common import choices, console, quiet, shown, user_errors
-from senti.serving.aspects import DEFAULT_NEUTRAL_MARGIN, UNITS
+from senti.cli.common import Unit, choices, console, quiet, shown, user_errors
+from senti.serving.aspects import DEFAULT_NEUTRAL_MARGIN
 from senti.toolkit.surge.aspect_report import DEFAULT_MIN_MENTIONS, PERIODS
 
 app = typer.Typer()
 if TYPE_CHECKING:
-    Unit = Any
     Period = Any
 else:
-    Unit = choices("Unit", UNITS)
     Period = choices("Period", PERIODS)
 
 

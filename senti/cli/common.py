@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
 from senti.core.errors import SentiError
+from senti.serving.aspects import UNITS
 
 console = Console(soft_wrap=True)  # progress lines stay whole in logs
 err_console = Console(stderr=True, soft_wrap=True)  # one-line errors, never wrapped
@@ -24,6 +25,12 @@ def choices(name: str, values) -> Any:
     """A Typer choice type over the library's own tuple of names, so the CLI never keeps a copy (an Enum made at
     run time: `Any` to type checkers, which cannot see its members)."""
     return Enum(name, {v.replace("-", "_"): v for v in values}, type=str)
+
+
+if TYPE_CHECKING:
+    Unit = Any
+else:
+    Unit = choices("Unit", UNITS)  # what an aspect is found in: senti aspects, select, label and aspect-units
 
 
 Nnodes = Annotated[Optional[int], typer.Option(

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from senti.cli.common import TRUST_PICKLE_HELP, api_key_from, console, quiet_warnings, user_errors
+from senti.cli.common import TRUST_PICKLE_HELP, Unit, api_key_from, console, quiet_warnings, user_errors
 
 app = typer.Typer()
 
@@ -32,8 +32,7 @@ def label(
                                                          "(positive, neutral, negative, not mentioned), the evidence "
                                                          "highlighted; senti aspect-units reads the answers.",
                                                     exists=True, dir_okay=False)] = None,
-    unit: Annotated[str, typer.Option(help="With --aspects: the unit an aspect is found in, sentence or "
-                                           "clause.")] = "sentence",
+    unit: Annotated[Unit, typer.Option(help="With --aspects: the unit an aspect is found in.")] = Unit.sentence,
 ):
     """Label texts one at a time in the browser: keys 1-9, a/x (accept/reject the guess), space, backspace."""
     quiet_warnings()
@@ -41,7 +40,7 @@ def label(
     with user_errors():
         from senti.toolkit.surge.labeling import open_job
 
-        job = open_job(input, output, model, labels, text_column, trust_pickle, aspects, unit)
+        job = open_job(input, output, model, labels, text_column, trust_pickle, aspects, unit.value)
     import uvicorn
 
     from senti.serving.http_guard import HostGuard, allowed_hosts

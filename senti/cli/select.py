@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, user_errors
+from senti.cli.common import TRUST_PICKLE_HELP, Unit, choices, console, quiet, user_errors
 from senti.toolkit.surge.selection import STRATEGIES
 
 app = typer.Typer()
@@ -36,8 +36,7 @@ def select(
     aspects: Annotated[Optional[Path], typer.Option(help="A team's aspect list (as senti aspects reads it): rank by "
                                                          "each text's least sure aspect; texts that mention none are "
                                                          "left out.", exists=True, dir_okay=False)] = None,
-    unit: Annotated[str, typer.Option(help="With --aspects: the unit an aspect is answered on, sentence or "
-                                           "clause.")] = "sentence",
+    unit: Annotated[Unit, typer.Option(help="With --aspects: the unit an aspect is answered on.")] = Unit.sentence,
 ):
     """Pick the reviews worth labelling (uncertain, not duplicated), keeping their ids and columns."""
     quiet()
@@ -48,7 +47,7 @@ def select(
 
         listed = read_aspects(aspects) if aspects is not None else None
         result = select_file(model, input, output, Selection(budget, strategy.value, seed, exclude_labelled, listed,
-                                                             unit), text_column, trust_pickle)
+                                                             unit.value), text_column, trust_pickle)
     notes = [f"{result['excluded_labelled']} already labelled left out" if exclude_labelled else "",
              f"{result['empty']} empty" if result["empty"] else "",
              f"{result['no_aspect']} mention no aspect" if result["no_aspect"] else "",

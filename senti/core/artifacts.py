@@ -61,6 +61,13 @@ def remove_stale_work(folder: Path, name: str, kind: str) -> list[Path]:
     return removed
 
 
+def known_fields(cls, data: dict) -> dict:
+    """The entries of `data` that are fields of the dataclass `cls`: a record read from a file keeps out keys it
+    does not know (a newer senti's, or a hand-edited file's)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
 @dataclass(frozen=True)
 class TokenizerSettings:
     """How text becomes ids, as PaddleNLP's ErnieTokenizer had it: the `tokenizer` record of senti.json and
@@ -95,9 +102,7 @@ class TokenizerSettings:
             raise ValueError("tokenizer settings must be an object")
         if missing := [k for k in required if k not in data]:
             raise ValueError(f"tokenizer settings lack {', '.join(missing)}")
-        known = {f.name for f in fields(cls)}
-        values = {("tokenizer_class" if k == "class" else k): v for k, v in data.items()}
-        values = {k: v for k, v in values.items() if k in known}
+        values = known_fields(cls, {("tokenizer_class" if k == "class" else k): v for k, v in data.items()})
         if text := [k for k in cls.TEXT_KEYS if k in values and not isinstance(values[k], str)]:
             raise ValueError(f"tokenizer settings: {', '.join(text)} must be text")
         if not isinstance(values.get("do_lower_case", True), bool):
@@ -134,8 +139,7 @@ class Parity:
     def from_json(cls, data) -> Parity:
         if not isinstance(data, dict) or "fit" not in data:
             raise ValueError("a format's parity record must be an object with fit")
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**known_fields(cls, data))
 
 
 @dataclass
@@ -185,8 +189,7 @@ class ArtifactMeta:
         missing = [k for k in cls.required_keys() if k not in data]
         if missing:
             raise ArtifactError(f"{where}: unreadable {cls.KIND} metadata (missing {', '.join(missing)})")
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        values = known_fields(cls, data)
         try:
             optional = {f.name for f in fields(cls) if f.default is None}  # a record left out is None
             for name, parse in cls.NESTED.items():
@@ -248,8 +251,7 @@ class SplitRecipe:
         """The recipe as senti.json and export.json hold it (`data`); ValueError when it is not one."""
         if not isinstance(data, dict) or "dataset" not in data or "seed" not in data:
             raise ValueError("data must record dataset and seed")
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**known_fields(cls, data))
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -265,7 +265,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         job = Job(staging, graph_file, params_file, spec, model, calibration_ids, calibration_source, reference.pad_id)
         formats, io = _write_formats(config, job, reference, say)
         triton = _write_beside(config, staging, (tokenizer, settings, fast), meta.labels, max_len)
-        written = Written(formats, io, triton, TokenizerSettings.of(tokenizer))
+        written = Written(formats, io, triton, settings)
         _export_record(config, data, job, reference, written, time.perf_counter() - started).write(staging)
         stopping.checkpoint()
         _publish(staging, out)

@@ -6,12 +6,12 @@ writes it through `write` (atomic); readers get one clear error for a file that 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta, write_json_atomic
+from senti.core.artifacts import ArtifactMeta, known_fields, write_json_atomic
 
 
 @dataclass
@@ -28,7 +28,7 @@ class BlendTried:
     def from_json(cls, data) -> BlendTried:
         if not isinstance(data, dict):
             raise ValueError("each blend must be an object")
-        return cls(**{k: v for k, v in data.items() if k in {f.name for f in fields(cls)}})
+        return cls(**known_fields(cls, data))
 
 
 @dataclass

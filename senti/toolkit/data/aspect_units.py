@@ -30,7 +30,6 @@ SPLITS = ("train", "dev", "test")
 class AspectText:
     text: str
     polarity: dict[str, str]  # aspect name -> one of ASPECT_POLARITIES (the aspects the row labels)
-    where: str
 
 
 @dataclass
@@ -40,10 +39,6 @@ class UnitCounts:
     both_ways: int = 0  # units left out: labelled positive for one aspect and negative for another
     repeats: int = 0  # units left out of dev or test: the same unit is in an earlier split (another text said it)
     unknown_aspects: set[str] = field(default_factory=set)  # names in the data that the aspect list does not have
-
-    def to_json(self) -> dict:
-        return {"texts": self.texts, "rows": self.rows, "both_ways": self.both_ways, "repeats": self.repeats,
-                "unknown_aspects": sorted(self.unknown_aspects)}
 
 
 def _polarity(value, where: str, name: str) -> str | None:
@@ -64,7 +59,7 @@ def read_aspect_texts(path: Path, aspects: list[Aspect], text_column: str | None
 
     path = Path(path)
     if is_label_log(path):
-        return [AspectText(text, _polarities(said, where), where) for text, said, where in resolve_aspect_log(path)]
+        return [AspectText(text, _polarities(said, where)) for text, said, where in resolve_aspect_log(path)]
     names = {a.name for a in aspects}
     texts = []
     for row in read_rows(path, text_column, strict=True):
@@ -76,7 +71,7 @@ def read_aspect_texts(path: Path, aspects: list[Aspect], text_column: str | None
         else:
             given = {k: v for k, v in record.items() if k in names}
         assert row.text is not None
-        texts.append(AspectText(row.text, _polarities(given, where), where))
+        texts.append(AspectText(row.text, _polarities(given, where)))
     return texts
 
 
