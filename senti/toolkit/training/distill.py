@@ -217,9 +217,6 @@ class DistillRun(ClassifierRun[DistillConfig]):
     """`senti distill`: the teacher's logits computed once (mixed with the n-gram baseline when asked), the student
     built beside it, and the chosen loss terms on each side of the student."""
 
-    def default_lr(self, config) -> tuple[float, str]:
-        return default_lr(config.student, from_scratch=config.student in STUDENT_PRESETS)
-
     def prepare(self) -> None:
         import paddle
 
@@ -302,7 +299,8 @@ class DistillRun(ClassifierRun[DistillConfig]):
 
 def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
     """Distill per `config`; writes an ordinary checkpoint plus distill.json; returns distill.json's content."""
-    run = DistillRun(config, say, progress)
+    run = DistillRun(config, default_lr(config.student, from_scratch=config.student in STUDENT_PRESETS), say,
+                     progress)
     metrics = run.run()
     if not run.main:  # rank 0 alone has the checkpoint (and writes the report)
         return {}

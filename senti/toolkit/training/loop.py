@@ -88,9 +88,9 @@ def optimizer_step(loss, optimizer, scaler=None) -> None:
     optimizer.clear_grad()
 
 
-def divergence(model, value: float, epoch: int, step: int, precision: str, best: dict | None, output_dir: str) -> str:
+def divergence(model, value: float, epoch: int, step: int, precision: str, kept: str) -> str:
     """What a NaN or infinite loss says: the starting weights when they already hold such values before the first
-    step (no learning rate is to blame then), else the learning rate; and whether any checkpoint was kept."""
+    step (no learning rate is to blame then), else the learning rate; and what the output folder holds (`kept`)."""
     import paddle
 
     damaged = next((name for name, p in model.named_parameters()
@@ -99,6 +99,4 @@ def divergence(model, value: float, epoch: int, step: int, precision: str, best:
         cause = f"the starting weights hold NaN or infinite values ({damaged}): the model given is damaged"
     else:
         cause = f"lower --lr{' or train without --amp' if precision != 'fp32' else ''}"
-    kept = (f"the best checkpoint so far (step {best['step']}) is kept in {output_dir}" if best
-            else "no checkpoint was saved")
-    return f"loss became {value} at epoch {epoch}, step {step + 1} ({precision}); {cause}. {kept.capitalize()}"
+    return f"loss became {value} at epoch {epoch}, step {step + 1} ({precision}); {cause}. {kept[:1].upper()}{kept[1:]}"

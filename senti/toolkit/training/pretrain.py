@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from senti.core import layout, stopping
+from senti.core import layout
 from senti.core.artifacts import ArtifactMeta, TokenizerSettings
 from senti.core.errors import SentiError
 from senti.core.runtime import runtime_record
@@ -26,14 +26,14 @@ from senti.core.sequence import text_budget
 from senti.serving.tokenizer import FastTokenizer
 from senti.toolkit.data.corpus import TokenizedCorpus, tokenize_corpus
 from senti.toolkit.records import PretrainMetrics
-from senti.toolkit.training.checkpoint import refuse_existing, save_checkpoint, versions
-from senti.toolkit.training.collective import agree, node_of, nodes
+from senti.toolkit.training.callbacks import Callback, ProgressBar, SaveCadence, TimeBudget
+from senti.toolkit.training.checkpoint import save_checkpoint, versions
+from senti.toolkit.training.collective import node_of, nodes
 from senti.toolkit.training.config import RunConfig
-from senti.toolkit.training.loop import BudgetPlan
 from senti.toolkit.training.masking import MASKINGS, Masking, mask_batch
 from senti.toolkit.training.models import load_weights
 from senti.toolkit.training.plots import plot_pretraining_curves
-from senti.toolkit.training.resume import load_optimizer, read_state, save_state
+from senti.toolkit.training.resume import load_optimizer, save_state
 from senti.toolkit.training.run import Run, Step, resolve_precision
 
 HELDOUT_SHARE = 0.01  # of the sequences, kept out of training for the MLM figures
@@ -153,15 +153,8 @@ class PretrainRun(Run[PretrainConfig]):
     (paddle.distributed.launch) rank 0 alone evaluates and writes; each node's first worker tokenizes."""
 
     task_name = "pretraining"
-
-    def claim_output(self, config) -> None:
-        """A folder holding this run's resume state is resumed, unless --overwrite; anything else is refused."""
-        self.state = None if config.overwrite else read_state(Path(config.output_dir))
-        if self.state is None:
-            refuse_existing(Path(config.output_dir), config.overwrite)
-
-    def default_lr(self, config) -> tuple[float, str]:
-        return PRETRAIN_LR, "pretraining's default"
+    resumable = True  # a folder holding this run's resume state is resumed, unless --overwrite
+    saved_step: int | None = None
 
     def prepare(self) -> None:
         import paddle
@@ -258,55 +251,36 @@ class PretrainRun(Run[PretrainConfig]):
         loss, _ = self.loss_and_hits(batch, self.net or self.model)
         return Step(loss, None, int(batch[0].size))
 
-    def budget(self) -> tuple[float | None, float]:
-        return self.config.max_minutes, self.state["elapsed_minutes"] if self.state else 0.0
+    def callbacks(self) -> list[Callback]:
+        config = self.config
+        prior = self.state["elapsed_minutes"] if self.state else 0.0
+        return [TimeBudget(config.max_minutes, prior, config.fill_minutes), PretrainRecords(),
+                SaveCadence(config.save_every),
+                ProgressBar(lambda run, value: f"MLM loss {value:.3f} {run.rate:,.0f} tok/s")]
 
-    def budget_plan(self, total_steps: int) -> BudgetPlan | None:
-        if self.config.fill_minutes and self.config.max_minutes:
-            return BudgetPlan(self.config.max_minutes * 60, self.config.warmup, total_steps)  # first guess: one epoch
-        return None
+    def kept(self) -> str:
+        if self.saved_step is None:
+            return "no checkpoint was saved"
+        return f"{self.out} holds step {self.saved_step} and resumes from it"
 
-    def first_step(self) -> int:
+    def open_records(self) -> None:
         """The resumed step (its optimizer state and schedule restored), or 0; the metrics opened either way."""
-        step = self.state["step"] if self.state else 0
         if self.state:  # a resume state written before metrics.json had a version is read as version 1
+            self.step = self.saved_step = self.state["step"]
             self.metrics = PretrainMetrics.from_json({"meta_version": layout.META_VERSION, **self.state["metrics"]},
                                                      f"{self.out}'s resume state")
-            self.metrics.resumed_at = step
+            self.metrics.resumed_at = self.step
             load_optimizer(self.optimizer, self.model, self.out)
-            for _ in range(step):
+            for _ in range(self.step):
                 self.schedule.step()
         else:
             self.metrics = PretrainMetrics(written_by="senti pretrain", model=self.source, corpus=self.corpus.stats,
                                            runtime=runtime_record(), world_size=self.world, nodes=nodes(),
                                            versions=versions(), precision=self.precision)
-        return step
-
-    def record_step(self, step: Step, value: float) -> None:
-        self.rate = self.tokens_this_run / self.clock.this_run_seconds()
-        self.metrics.steps.append({"step": self.step, "loss": value, "tokens_per_s": self.rate})
-
-    def describe(self, epoch: int, value: float) -> str:
-        return f"MLM loss {value:.3f} {self.rate:,.0f} tok/s"
-
-    def ending(self) -> bool:
-        """A signal or the time budget, on any worker: all workers stop together."""
-        return agree(bool(stopping.signal_name()) or self.clock.over(), self.world)
-
-    def after_step(self, epoch: int, last: bool) -> None:
-        if self.main and (self.step % self.config.save_every == 0 or last):
-            self.save(self.step, self.clock.minutes())
-
-    def diverged(self, value: float, epoch: int) -> SentiError:
-        return SentiError(f"MLM loss became {value} at step {self.step + 1}; lower --lr")
 
     def finish(self) -> None:
         self.metrics.write(self.out)
         plot_pretraining_curves(self.metrics, self.out / layout.CURVES_PNG)
-
-    def interrupted_message(self) -> str:
-        return (f"pretraining interrupted by {self.metrics.interrupted['signal']} at step {self.step}; {self.out} "
-                "holds that step and resumes from it")
 
     # --- masking, evaluation, saving ---------------------------------------------------------------------------
 
@@ -362,6 +336,7 @@ class PretrainRun(Run[PretrainConfig]):
         state = {"step": step, "elapsed_minutes": elapsed_minutes, "metrics": self.metrics.to_json()}
         save_checkpoint(self.model, self.tokenizer, self.out, meta, self.config, extra={
             layout.PRETRAIN_STATE: lambda path: save_state(self.optimizer, self.model, path, state)})
+        self.saved_step = step
         self.metrics.write(self.out)
         if not self.hashes_kept:  # the corpus does not change during a run: copy its text hashes once
             _keep_text_hashes(self.out / ".corpus", self.out)
@@ -375,7 +350,22 @@ class PretrainRun(Run[PretrainConfig]):
 
 def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
     """Pretrain per `config` into `config.output_dir`; returns the metrics (also in metrics.json)."""
-    return PretrainRun(config, say, progress).run()
+    return PretrainRun(config, (PRETRAIN_LR, "pretraining's default"), say, progress).run()
+
+
+class PretrainRecords(Callback):
+    """A pretraining run's records: opened (or resumed) at the start, each step's loss and pace, a save (held-out
+    figures, weights, resume state) when one is due."""
+
+    def on_train_begin(self, run, control) -> None:
+        run.open_records()
+
+    def on_step_end(self, run, control, step, value) -> None:
+        run.rate = run.tokens_this_run / run.clock.this_run_seconds()
+        run.metrics.steps.append({"step": run.step, "loss": value, "tokens_per_s": run.rate})
+
+    def on_save(self, run, control) -> None:
+        run.save(run.step, run.clock.minutes())
 
 
 def _keep_text_hashes(cache: Path, out: Path) -> None:

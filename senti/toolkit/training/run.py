@@ -1,13 +1,13 @@
 """The one run that `senti train`, `senti distill` and `senti pretrain` share, and the classifier runs' part.
 
 As in setfit's `DistillationTrainer(Trainer)`: `Run` owns the step loop and what surrounds it (runtime and
-device, the output folder, joining the other workers and agreeing on settings, the optimizer and its schedule,
-AMP, the finite-loss check, signals and a time budget, the census, the end of an interrupted run), and a
-subclass answers its nineteen hooks (docs/ARCHITECTURE.md, "One run", lists each): `claim_output`, `default_lr`,
-`prepare` (data, model, metrics), `agreement`, `examples`, `epoch_batches`, `loss` (one batch), `budget`,
-`budget_plan`, `grad_scaler`, `first_step`, `record_step`, `describe`, `ending`, `after_step` (its save cadence),
-`end_epoch`, `diverged`, `finish` and `interrupted_message`. `ClassifierRun` adds what
-`senti train` and `senti distill` share: evaluation on dev (choosing the n-gram head's weight when the model has
+device, the output folder and resuming, the learning rate resolved before the start, joining the other workers and
+agreeing on settings, the optimizer and its schedule, AMP, the finite-loss check, the census, the end of an
+interrupted or diverged run), and a subclass answers eight hooks (docs/ARCHITECTURE.md, "One run"): `prepare`
+(data, model, metrics), `agreement`, `examples`, `epoch_batches`, `loss` (one batch), `callbacks`, `finish` and
+`kept`. The cadence around the steps (evaluation, saving, early stop, the time budget, interruption, records,
+progress) is callbacks (training/callbacks.py) that set flags on a `Control` the loop acts on. `ClassifierRun` adds
+what `senti train` and `senti distill` share: evaluation on dev (choosing the n-gram head's weight when the model has
 one), keeping the best checkpoint, early stopping, metrics.json and the curves. `PretrainRun`
 (training/pretrain.py) adds masking, held-out MLM figures, saving every N steps, resuming and a time budget.
 """
@@ -30,6 +30,15 @@ from senti.core.runtime import configure_runtime
 from senti.toolkit.evaluation.evaluate import choose_ngram_weight, predict_logits
 from senti.toolkit.evaluation.metrics import classification_metrics
 from senti.toolkit.records import TrainingMetrics
+from senti.toolkit.training.callbacks import (
+    Callback,
+    Control,
+    EarlyStopping,
+    EvaluationCadence,
+    Interruption,
+    ProgressBar,
+    TimeBudget,
+)
 from senti.toolkit.training.checkpoint import refuse_existing, save_checkpoint
 from senti.toolkit.training.collective import census, join, nodes
 from senti.toolkit.training.config import ClassifierConfig, RunConfig
@@ -42,6 +51,7 @@ from senti.toolkit.training.loop import (
     make_optimizer,
     optimizer_step,
 )
+from senti.toolkit.training.resume import read_state
 
 
 def available_devices() -> dict[str, bool]:
@@ -132,17 +142,31 @@ class EpochStats:
 Settings = TypeVar("Settings", bound=RunConfig)
 
 
+def settled_lr(config, default: tuple[float, str], say):
+    """The settings with the learning rate resolved before the run starts: `--lr` when given, else `default`
+    (a rate and why), said."""
+    if config.lr is not None:
+        return config
+    lr, why = default
+    say(f"learning rate {lr:g}: {why}; --lr sets another")
+    return replace(config, lr=lr)
+
+
 class Run(Generic[Settings]):
-    """A run's shared state and its step loop. `prepare` must set `model` and `metrics` (TrainingMetrics or
-    PretrainMetrics); it may set `precision` (fp32 unless AMP applies) and `extra_parameters` (more (name,
-    parameter) pairs that train). With several workers `run` wraps the model in DataParallel as `net`."""
+    """A run's shared state and its step loop. A subclass answers eight hooks: `prepare` (data, model, metrics;
+    it may set `precision` and `extra_parameters`, more (name, parameter) pairs that train), `agreement`,
+    `examples`, `epoch_batches`, `loss` (one batch's Step), `callbacks` (the cadence: training.callbacks), `finish`
+    (the records) and `kept` (what the output folder holds, said when a run is interrupted or diverges). With
+    several workers `run` wraps the model in DataParallel as `net`. A `resumable` run continues the run whose
+    state its output folder holds (read into `state`); any other refuses a folder that holds someone else's files."""
 
     model: Any
     metrics: Any
     precision: str = "fp32"
     task_name = "training"
+    resumable = False
 
-    def __init__(self, config: Settings, say=print, progress=None):
+    def __init__(self, config: Settings, default_lr: tuple[float, str], say=print, progress=None):
         import paddle.distributed as dist
 
         self.runtime = configure_runtime(config.threads)
@@ -151,29 +175,22 @@ class Run(Generic[Settings]):
         self.main = self.rank == 0
         self.say = say if self.main else (lambda _: None)
         self.progress = progress if self.main else None
-        self.claim_output(config)
-        if config.lr is None:
-            lr, why = self.default_lr(config)
-            config = replace(config, lr=lr)
-            self.say(f"learning rate {lr:g}: {why}; --lr sets another")
-        self.config: Settings = config
+        self.state = read_state(self.out) if self.resumable and not config.overwrite else None
+        if self.state is None:
+            refuse_existing(self.out, config.overwrite)
+        self.config: Settings = settled_lr(config, default_lr, self.say)
         self.device = select_device(config.device)
         self.net: Any = None
         self.extra_parameters: list = []
         self.step = 0  # optimizer steps taken, a resumed run's earlier ones included
+        self.epoch = 1
+        self.total = 0  # the steps planned (a time budget's plan may end the run sooner or later)
+        self.plan: BudgetPlan | None = None
         self.tokens_this_run = 0  # tokens read by this process's steps since the loop (re)started
-        self.stop = False  # set by a hook (early stop) or the time budget: the loop ends after this step
         self.clock = Clock()
         self.started = time.perf_counter()  # the command's start, near enough: time to the baseline counts from it
 
     # --- the hooks ---------------------------------------------------------------------------------------------
-
-    def claim_output(self, config) -> None:
-        """Refuse an output folder that holds someone else's files (a resumable run accepts its own)."""
-        refuse_existing(Path(config.output_dir), config.overwrite)
-
-    def default_lr(self, config) -> tuple[float, str]:
-        raise NotImplementedError
 
     def prepare(self) -> None:
         raise NotImplementedError
@@ -193,50 +210,16 @@ class Run(Generic[Settings]):
     def loss(self, index) -> Step:
         raise NotImplementedError
 
-    def budget(self) -> tuple[float | None, float]:
-        """(the run's time budget in minutes or None, minutes spent by earlier runs it resumes)."""
-        return None, 0.0
-
-    def budget_plan(self, total_steps: int) -> BudgetPlan | None:
-        """A schedule shaped to the time budget instead of `total_steps`, or None."""
-        return None
-
-    def grad_scaler(self):
-        """A GradScaler when the run trains in fp16 (--amp on an accelerator), else None."""
-        import paddle
-
-        if self.precision != "fp16":
-            return None
-        return paddle.amp.GradScaler(init_loss_scaling=self.config.init_loss_scaling)
-
-    def first_step(self) -> int:
-        """Called once the optimizer exists: opens the run's records; returns the step to start at."""
-        return 0
-
-    def record_step(self, step: Step, value: float) -> None:
-        """Keep one step's figures (the loss is `value`)."""
-
-    def describe(self, epoch: int, value: float) -> str:
-        return f"epoch {epoch} loss {value:.3f}"
-
-    def ending(self) -> bool:
-        """Whether the run ends after this step for a reason outside it (a signal)."""
-        return bool(stopping.signal_name())
-
-    def after_step(self, epoch: int, last: bool) -> None:
-        """Evaluation or saving at the run's cadence; `last`: no step follows."""
-
-    def end_epoch(self, stats: EpochStats) -> None:
-        """An epoch ended without an interruption."""
-
-    def diverged(self, value: float, epoch: int) -> SentiError:
-        return TrainingDiverged(divergence(self.model, value, epoch, self.step, self.precision, None,
-                                           self.config.output_dir))
+    def callbacks(self) -> list[Callback]:
+        """The run's cadence (evaluation, saving, early stop, time budget, records, progress), in firing order;
+        `Interruption` is put first by the loop."""
+        raise NotImplementedError
 
     def finish(self) -> None:
         """The main process writes the records (also after an interruption)."""
 
-    def interrupted_message(self) -> str:
+    def kept(self) -> str:
+        """What the output folder holds now (said after an interruption or a diverged loss)."""
         raise NotImplementedError
 
     # --- the run -----------------------------------------------------------------------------------------------
@@ -263,62 +246,76 @@ class Run(Generic[Settings]):
         if self.main:
             self.finish()
         if self.metrics.interrupted:
-            raise TrainingInterrupted(self.interrupted_message())
+            raise TrainingInterrupted(f"{self.task_name} interrupted by {self.metrics.interrupted['signal']} at step "
+                                      f"{self.metrics.interrupted['step']}; {self.kept()}")
         return self.metrics.to_json()
 
     def loop(self) -> None:
-        """Epochs of length-bucketed batches dealt out to the workers, until the last step, a stop or a signal.
+        """Epochs of length-bucketed batches dealt out to the workers, until the last step or a callback's stop.
         Signals are recorded and read between steps, so no step is cut in half (from a thread other than the
         main one Python installs no handlers: the caller stops the run)."""
-
         config = self.config
         per_epoch = max(1, self.examples() // config.batch_size // self.world)
-        total = min(config.epochs * per_epoch, config.max_steps or config.epochs * per_epoch)
-        plan = self.budget_plan(total)
-        if plan is not None:
-            total = 10**12  # the clock ends the run
+        self.total = min(config.epochs * per_epoch, config.max_steps or config.epochs * per_epoch)
+        callbacks = [Interruption(), *self.callbacks()]
+        budget = next((c for c in callbacks if isinstance(c, TimeBudget)), None)
+        self.plan = budget.plan(self.total, config.warmup) if budget else None
+        if self.plan is not None:
+            self.total = 10**12  # the clock ends the run
         self.optimizer, self.schedule = make_optimizer(
-            list(self.model.named_parameters()) + list(self.extra_parameters), config, total, plan)
-        scaler = self.grad_scaler()
-        self.step = first = self.first_step()
-        self.clock = Clock(*self.budget())
-        progress = self.progress
-        task = progress.add_task(self.task_name, total=None if plan else total, completed=self.step) if progress \
-            else None
-        self.tokens_this_run, epoch = 0, self.step // per_epoch + 1
+            list(self.model.named_parameters()) + list(self.extra_parameters), config, self.total, self.plan)
+        scaler, control = self._grad_scaler(), Control()
+        _fire(callbacks, "on_train_begin", self, control)
+        first = self.step
+        self.clock = Clock(budget.minutes, budget.prior_minutes) if budget else Clock()
+        self.tokens_this_run, self.epoch = 0, self.step // per_epoch + 1
         with stopping.stop_at_checkpoints(stopping.INTERRUPTS):
-            while self.step < total and not self.stop:
-                batches = self.epoch_batches(epoch)[: per_epoch * self.world][self.rank::self.world]
-                batches = batches[max(0, self.step - (epoch - 1) * per_epoch):]
+            while self.step < self.total and not control.stop:
+                batches = self.epoch_batches(self.epoch)[: per_epoch * self.world][self.rank::self.world]
+                batches = batches[max(0, self.step - (self.epoch - 1) * per_epoch):]
                 if not batches:
                     break
-                (self.net or self.model).train()
-                stats, started = EpochStats(epoch), time.perf_counter()
-                for index in batches:
-                    step, value = self._train_step(index, epoch, scaler)
-                    if plan is not None:
-                        plan.update(self.step, self.step - first, self.clock.this_run_seconds(), self.clock.prior_s)
-                    self.schedule.step()
-                    self.tokens_this_run += step.tokens
-                    stats.samples, stats.tokens = stats.samples + len(index), stats.tokens + step.tokens
-                    stats.losses.append(value)
-                    self.record_step(step, value)
-                    if progress is not None and task is not None:
-                        progress.update(task, completed=self.step, description=self.describe(epoch, value))
-                    self.stop = self.stop or self.ending()
-                    self.after_step(epoch, self.stop or self.step >= total)
-                    if self.stop or self.step >= total:
-                        break
-                stats.wall_seconds = time.perf_counter() - started
+                stats = self._epoch(batches, first, scaler, (callbacks, control))
                 if stopping.signal_name():
-                    self.metrics.interrupted = {"signal": stopping.signal_name(), "epoch": epoch, "step": self.step}
+                    self.metrics.interrupted = {"signal": stopping.signal_name(), "epoch": self.epoch,
+                                                "step": self.step}
                     break
-                self.end_epoch(stats)
-                epoch += 1
-        if progress is not None and task is not None:
-            progress.remove_task(task)
+                _fire(callbacks, "on_epoch_end", self, control, stats)
+                _act(callbacks, self, control)
+                _fire(callbacks, "on_epoch_record", self, control, stats)
+                self.epoch += 1
+        _fire(callbacks, "on_train_end", self, control)
 
-    def _train_step(self, index, epoch: int, scaler) -> tuple[Step, float]:
+    def _epoch(self, batches: list, first: int, scaler, cadence: tuple[list[Callback], Control]) -> EpochStats:
+        """One epoch's steps (or until a callback stops the run), each followed by the callbacks."""
+        callbacks, control = cadence
+        (self.net or self.model).train()
+        stats, started = EpochStats(self.epoch), time.perf_counter()
+        for index in batches:
+            step, value = self._train_step(index, scaler)
+            if self.plan is not None:
+                self.plan.update(self.step, self.step - first, self.clock.this_run_seconds(), self.clock.prior_s)
+            self.schedule.step()
+            self.tokens_this_run += step.tokens
+            stats.samples, stats.tokens = stats.samples + len(index), stats.tokens + step.tokens
+            stats.losses.append(value)
+            control.planned_end = self.step >= self.total
+            _fire(callbacks, "on_step_end", self, control, step, value)
+            _act(callbacks, self, control)
+            if control.last:
+                break
+        stats.wall_seconds = time.perf_counter() - started
+        return stats
+
+    def _grad_scaler(self):
+        """A GradScaler when the run trains in fp16 (--amp on an accelerator), else None."""
+        import paddle
+
+        if self.precision != "fp16":
+            return None
+        return paddle.amp.GradScaler(init_loss_scaling=self.config.init_loss_scaling)
+
+    def _train_step(self, index, scaler) -> tuple[Step, float]:
         """Forward (under AMP when it applies), the finite-loss check, backward and update."""
         import paddle
 
@@ -328,10 +325,25 @@ class Run(Generic[Settings]):
             step = self.loss(index)
         value = float(step.loss)
         if not math.isfinite(value):
-            raise self.diverged(value, epoch)
+            raise TrainingDiverged(divergence(self.model, value, self.epoch, self.step, self.precision, self.kept()))
         optimizer_step(step.loss, self.optimizer, scaler)
         self.step += 1
         return step, value
+
+
+def _fire(callbacks: list[Callback], event: str, run: Run, control: Control, *args) -> None:
+    for callback in callbacks:
+        getattr(callback, event)(run, control, *args)
+
+
+def _act(callbacks: list[Callback], run: Run, control: Control) -> None:
+    """The flags the callbacks set: an evaluation, then a save, each fired to every callback."""
+    if control.evaluate:
+        control.evaluate = False
+        _fire(callbacks, "on_evaluate", run, control)
+    if control.save:
+        control.save = False
+        _fire(callbacks, "on_save", run, control)
 
 
 def finish_run(out: Path, metrics: TrainingMetrics) -> None:
@@ -432,7 +444,18 @@ class ClassifierRun(Run[Classifier]):
     def tokens(self, index) -> int:
         return int(sum(self.lengths[i] for i in index))
 
-    def first_step(self) -> int:
+    def callbacks(self) -> list[Callback]:
+        return [KeepBest(), EvaluationCadence(self.config.eval_every), EarlyStopping(self.config.early_stop),
+                ProgressBar(lambda run, value: f"epoch {run.epoch} loss {value:.3f}")]
+
+    def kept(self) -> str:
+        best = self.metrics.best
+        return f"the best checkpoint so far (step {best['step']}) is kept in {self.out}" if best \
+            else "no checkpoint was saved"
+
+    def open_records(self) -> None:
+        """The run's records opened once the optimizer exists; the parent, when continuing one, is the first
+        checkpoint."""
         parallel = {"world_size": self.world, "nodes": nodes()}
         self.metrics.world_size, self.metrics.nodes = self.world, parallel["nodes"]
         self.meta = replace(self.meta, parallel=parallel)
@@ -448,26 +471,8 @@ class ClassifierRun(Run[Classifier]):
                      "points, so checkpoints that score the same are told apart by dev log-loss; its figures are coarse")
         if self.parent_first:
             self.keep_parent()
-        return 0
 
-    def record_step(self, step: Step, value: float) -> None:
-        self.metrics.step_losses.append(value)
-        if step.terms:
-            self.metrics.step_terms.append(step.terms)
-
-    def after_step(self, epoch: int, last: bool) -> None:
-        """With --eval-every, an evaluation every that many steps and at the last step (the steps after the last
-        multiple were never scored: a 807-step run evaluated at 300 and 600 and kept step 600's weights), unless
-        a signal is stopping the run."""
-        every = self.config.eval_every
-        if every and (self.step % every == 0 or (last and not stopping.signal_name())):
-            self.keep_best(epoch)
-            if self.config.early_stop and self.stale >= self.config.early_stop:
-                self.stop = True
-
-    def end_epoch(self, stats: EpochStats) -> None:
-        if not self.config.eval_every:
-            self.keep_best(stats.epoch)
+    def record_epoch(self, stats: EpochStats) -> None:
         last = self.metrics.evaluations[-1] if self.metrics.evaluations else {}
         wall = stats.wall_seconds
         self.metrics.epochs.append({
@@ -476,13 +481,6 @@ class ClassifierRun(Run[Classifier]):
             "train_loss": float(np.mean(stats.losses)) if stats.losses else None,
             "dev_accuracy": last.get("dev_accuracy"), "dev_macro_f1": last.get("dev_macro_f1"),
         })
-        if self.config.early_stop and self.stale >= self.config.early_stop:
-            self.metrics.stopped_early, self.stop = True, True
-            self.say(f"early stop: no dev improvement in {self.stale} evaluations")
-
-    def diverged(self, value: float, epoch: int) -> SentiError:
-        return TrainingDiverged(divergence(self.model, value, epoch, self.step, self.precision, self.metrics.best,
-                                           self.config.output_dir))
 
     def finish(self) -> None:
         if self.interpolate != "off" and not self.metrics.interrupted:
@@ -544,11 +542,6 @@ class ClassifierRun(Run[Classifier]):
         self.save(chosen)
         self.say(f"kept the blend parent + {chosen['blend']:g} x (child - parent): dev accuracy "
                  f"{chosen['dev_accuracy']:.4f} on the new dev labels (child {best['dev_accuracy']:.4f})")
-
-    def interrupted_message(self) -> str:
-        best, interrupted = self.metrics.best, self.metrics.interrupted or {}
-        kept = f"best checkpoint (step {best['step']}) kept in {self.out}" if best else "no checkpoint had been saved yet"
-        return f"training interrupted by {interrupted['signal']} at step {interrupted['step']}; {kept}"
 
     # --- evaluation and saving ---------------------------------------------------------------------------------
 
@@ -648,3 +641,22 @@ class ClassifierRun(Run[Classifier]):
         save_checkpoint(self.model, self.tokenizer, self.out, replace(self.meta, dev=record, precision=self.precision,
                                                                      kernels=self.kernels),
                         self.config, extra=extra)
+
+
+class KeepBest(Callback):
+    """A classifier run's records: opened at the start (the parent first, when continuing one), each step's loss,
+    an evaluation on dev when one is due (the best checkpoint kept), each epoch's figures."""
+
+    def on_train_begin(self, run, control) -> None:
+        run.open_records()
+
+    def on_step_end(self, run, control, step, value) -> None:
+        run.metrics.step_losses.append(value)
+        if step.terms:
+            run.metrics.step_terms.append(step.terms)
+
+    def on_evaluate(self, run, control) -> None:
+        run.keep_best(run.epoch)
+
+    def on_epoch_record(self, run, control, stats) -> None:
+        run.record_epoch(stats)

@@ -27,9 +27,6 @@ class TrainRun(ClassifierRun[TrainConfig]):
     """`senti train`: the data (with replay), the model (a preset, a folder, a checkpoint or a hub name), one
     cross-entropy per side of the model."""
 
-    def default_lr(self, config) -> tuple[float, str]:
-        return default_lr(config.model)
-
     def prepare(self) -> None:
         import paddle
 
@@ -192,7 +189,7 @@ def parent_dev(parent: Path, recipe: SplitRecipe, tokenizer, labels: list[str], 
 
 def run_training(config: TrainConfig, say=print, progress=None) -> dict:
     """Train per `config`, keep the best dev checkpoint in `config.output_dir`, return the metrics."""
-    return TrainRun(config, say, progress).run()
+    return TrainRun(config, default_lr(config.model), say, progress).run()
 
 
 def pretraining_overlap(folder: Path, splits) -> dict | None:
