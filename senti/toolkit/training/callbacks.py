@@ -12,17 +12,16 @@ done), when a flag asks `on_evaluate` / `on_save`, and `on_train_end`. Callbacks
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from senti.core import stopping
 from senti.toolkit.training.collective import agree
 from senti.toolkit.training.loop import BudgetPlan
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from senti.toolkit.training.run import EpochStats, Run, Step
+# The run (training.run.Run, which imports this module), its Step and EpochStats, are typed Any here.
+Run = Step = EpochStats = Any
 
 
 @dataclass
