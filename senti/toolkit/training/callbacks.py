@@ -14,14 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from senti.core import stopping
 from senti.toolkit.training.collective import agree
 from senti.toolkit.training.loop import BudgetPlan
 
 # The run (training.run.Run, which imports this module), its Step and EpochStats, are typed Any here.
-Run = Step = EpochStats = Any
+Run: TypeAlias = Any
+Step: TypeAlias = Any
+EpochStats: TypeAlias = Any
 
 
 @dataclass
