@@ -185,7 +185,10 @@ def _table_rows(path, lines, delimiter, text_column, label_column, with_labels, 
                 yield line + "\n"  # the line's end back: a quoted field that spans lines keeps its newline
 
         reader = csv.reader(counted())
-        header = next(reader, None)
+        try:
+            header = next(reader, None)
+        except csv.Error as err:  # a stray carriage return before the header, say
+            raise DataError(f"{path}: line 1: unreadable CSV header ({err})") from None
         records = _csv_records(reader, counter)
     if header is None or header == [] or header == "":
         if strict:

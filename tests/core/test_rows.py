@@ -49,3 +49,11 @@ def test_a_quoted_csv_field_keeps_its_newlines(tmp_path):
     src.write_bytes('text,label\n"一行\n两行",1\n"a\r\nb",0\n好,1\n'.encode())
     rows = list(read_rows(src, with_labels=True))
     assert [(r.line, r.text, r.label) for r in rows] == [(2, "一行\n两行", "1"), (4, "a\nb", "0"), (6, "好", "1")]
+
+
+def test_a_csv_whose_header_the_csv_module_cannot_parse_is_one_data_error(tmp_path):
+    """A stray carriage return before the header raised the csv module's own error (found by the damage test)."""
+    src = tmp_path / "in.csv"
+    src.write_bytes("\rlabel,text\r\npositive,好\r\n".encode())
+    with pytest.raises(DataError, match=r"in\.csv: line 1: unreadable CSV header"):
+        list(read_rows(src, with_labels=True))
