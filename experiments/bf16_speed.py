@@ -48,7 +48,7 @@ def main(argv=None) -> list[dict]:
         raise SystemExit(f"no bfloat16 training here: {why}")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    threads = int(runtime["omp_num_threads"])
+    threads = int(runtime.omp_num_threads or 1)
     splits = load_splits(args.dataset, seed=42)
     texts = [e.text for e in splits.train]
     labels = np.array([splits.labels.index(e.label) for e in splits.train], dtype=np.int64)

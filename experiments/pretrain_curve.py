@@ -47,12 +47,11 @@ def main() -> None:
                                            epochs=args.epochs, lr=args.lr if step else 5e-4, seed=args.seed,
                                            threads=args.threads, overwrite=True, baseline=not records),
                                say=lambda _: None)
-        if metrics.get("baseline"):
-            baseline = metrics["baseline"]["dev"]["accuracy"]
-        else:
-            baseline = records[0]["baseline_dev_accuracy"]
+        dev = metrics.baseline.dev if metrics.baseline else None
+        baseline = dev.accuracy if dev else records[0]["baseline_dev_accuracy"]
+        assert metrics.best is not None
         records.append({"step": step, "pretraining_minutes": minutes, "model": model,
-                        "dev_accuracy": metrics["best"]["dev_accuracy"], "baseline_dev_accuracy": baseline,
+                        "dev_accuracy": metrics.best.dev_accuracy, "baseline_dev_accuracy": baseline,
                         "epochs": args.epochs, "lr": args.lr if step else 5e-4})
         out_file.write_text(json.dumps(records, indent=2), encoding="utf-8")
         print(json.dumps(records[-1]), flush=True)

@@ -49,7 +49,7 @@ def main(argv=None) -> dict:
     for _repeat in range(3):
         for role, export_dir in exports.items():
             meta = export_folder.read_meta(export_dir)[0]
-            backends = open_backends(export_dir, None, args.backends.split(","), int(runtime["omp_num_threads"]))
+            backends = open_backends(export_dir, None, args.backends.split(","), int(runtime.omp_num_threads or 1))
             gold = np.array([meta.labels.index(e.label) for e in rows])
             tokenizer = FastTokenizer.from_settings(export_dir, meta.tokenizer)
             for r in bench_real_texts(backends, tokenizer, texts, gold, meta.max_seq_len, [args.batch_size],

@@ -176,8 +176,8 @@ def main(argv=None) -> dict:
                            for p in predictor.predict([e.text for e in pool])])
     score_s = time.perf_counter() - started
     drift = summarize(predictor.predict([e.text for e in surge_test]))
-    report.drift = {"dev": predictor.meta.reference_stats, "surge": drift,
-                    "lines": describe(drift, predictor.meta.reference_stats)}
+    reference = predictor.meta.reference_stats.to_json() if predictor.meta.reference_stats else None
+    report.drift = {"dev": reference, "surge": drift, "lines": describe(drift, reference)}
     for line in report.drift["lines"]:
         say(f"drift: {line}")
     scored = {"surge_dev": held_dev, "surge_test": surge_test, "surge_new_test": surge_new_test, "old_test": old_test}

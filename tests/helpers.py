@@ -83,7 +83,7 @@ def train_tiny(output_dir: Path, dataset: Path | str, **overrides):
     settings: dict[str, Any] = dict(model="scratch:tiny", dataset=str(dataset), output_dir=str(output_dir), epochs=2,
                     batch_size=16, lr=1e-3, device="cpu", seed=7)
     settings.update(overrides)
-    return run_training(TrainConfig(**settings), say=lambda _: None)
+    return run_training(TrainConfig(**settings), say=lambda _: None).to_json()  # as metrics.json holds them
 
 
 PARITY = synthetic_rows(220, seed=11)  # real-looking texts with gold labels for export parity checks

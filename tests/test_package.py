@@ -508,3 +508,75 @@ def test_code_comments_cite_docs_pages_that_exist():
         stale += [f"{path.name}: {m.group(0)}" for m in re.finditer(r"\(README\b[^)]*\)|README, \"", text)]
         missing += [f"{path.name}: {m}" for m in re.findall(r"docs/[\w/-]+\.md", text) if not (ROOT / m).is_file()]
     assert stale == [] and missing == []
+
+
+SCHEMA_MODULES = ("senti.core.artifacts", "senti.core.checkpoint", "senti.core.runtime", "senti.toolkit.records",
+                  "senti.toolkit.training.pretrain", "senti.toolkit.training.convert", "senti.benchmarks.results")
+
+
+def _bare_types(hint, alias_names: set[str]) -> list[str]:
+    """The untyped parts of a field's annotation: a bare dict or list, Any, a container of either."""
+    import typing
+
+    if hint is typing.Any:
+        return ["Any"]
+    if hint in (dict, list, tuple, set):
+        return [hint.__name__]
+    if isinstance(hint, typing.ForwardRef) or str(hint) in alias_names:
+        return []
+    return [bad for arg in typing.get_args(hint) if arg is not Ellipsis for bad in _bare_types(arg, alias_names)]
+
+
+def _schema_classes() -> list[type]:
+    """Every schema (a file's `ArtifactMeta`) and every record nested in one (`Record`), found in the modules that
+    hold them; a class of either kind anywhere else fails here, so the list cannot fall behind."""
+    import importlib
+
+    from senti.core.artifacts import ArtifactMeta, FormatRecord, Parity, Record, SplitRecipe, TokenizerSettings
+
+    found = {FormatRecord, Parity, SplitRecipe, TokenizerSettings}
+    for name in SCHEMA_MODULES:
+        module = importlib.import_module(name)
+        found |= {v for v in vars(module).values() if isinstance(v, type) and v.__module__ == name
+                  and issubclass(v, ArtifactMeta | Record) and v not in (ArtifactMeta, Record)}
+    holders = {name.replace(".", "/") + ".py" for name in SCHEMA_MODULES}
+    for path in package_files():
+        if str(path.relative_to(ROOT)) in holders:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and {ast.unparse(b) for b in node.bases} & {"ArtifactMeta", "Record"}:
+                raise AssertionError(f"{path.relative_to(ROOT)}: {node.name} is a schema outside SCHEMA_MODULES")
+    return sorted(found, key=lambda c: c.__name__)
+
+
+def test_no_schema_field_is_a_bare_dict_list_or_any():
+    """Records are typed in memory: a field of a schema or a nested record is a record, a typed mapping or list, or
+    a scalar; never a bare `dict` (53 were: `model: dict`, `evaluations: list[dict]`...), `list` or `Any`.
+    JSONValue (any JSON) is for the one record whose keys vary by its maker, a bench suite's measurements."""
+    import typing
+    from dataclasses import fields
+
+    from senti.core import artifacts
+
+    bare = []
+    for cls in _schema_classes():
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):
+            hint = hints[f.name]
+            if hint == list[dict[str, artifacts.JSONValue]] and cls.__name__ == "BenchResults":
+                continue
+            problems = _bare_types(hint, {str(artifacts.JSONValue)})
+            if problems:
+                bare.append(f"{cls.__module__}.{cls.__name__}.{f.name}: {hint} ({', '.join(problems)})")
+    assert len(_schema_classes()) > 40
+    assert not bare, "\n".join(bare)
+
+
+def test_the_bare_type_check_catches_each_kind():
+    import typing
+
+    for hint in (dict, list, typing.Any, dict | None, list[dict], dict[str, dict], dict[str, typing.Any],
+                 list[dict[str, int]] | list):
+        assert _bare_types(hint, set()), hint
+    for typed in (dict[str, int], list[str] | None, dict[str, list[int]], tuple[str, ...], int | None):
+        assert not _bare_types(typed, set()), typed

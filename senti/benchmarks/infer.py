@@ -137,7 +137,7 @@ def run(ctx) -> list[dict]:
                              ctx.threads, ctx.device)
     if config.seq_len:  # model alone: every text exactly seq_len tokens, compared against the dynamic graph
         records = bench_fixed_shape(backends, sorted({1, *config.batch_sizes[:1]}), config.seq_len,
-                                    export_meta.model["vocab_size"], repeats=config.repeats, budget_s=60)
+                                    export_meta.model.vocab_size, repeats=config.repeats, budget_s=60)
         for r in records:
             r["flops_per_text"] = forward_flops(config.seq_len, **ctx.shape)
             r["model_texts_per_s"] = r["texts_per_s"]

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta
+from senti.core.artifacts import ArtifactMeta, JSONValue, Setting
 
 
 @dataclass
@@ -16,12 +16,12 @@ class BenchResults(ArtifactMeta):
     FILE: ClassVar[str] = layout.BENCH_RESULTS
     KIND: ClassVar[str] = "bench output"
 
-    config: dict
-    environment: dict
-    records: list
+    config: dict[str, Setting]  # the bench's settings as run
+    environment: dict[str, Setting]  # the machine and the libraries (senti.benchmarks.timing.environment)
+    records: list[dict[str, JSONValue]]  # each suite's measurements, shaped by the suite (its report reads them)
     meta_version: int = layout.META_VERSION
     started: str = ""
-    suite_seconds: dict = field(default_factory=dict)
+    suite_seconds: dict[str, float] = field(default_factory=dict)
     wall_seconds: float | None = None
 
     def problem(self) -> str | None:
@@ -48,8 +48,9 @@ class ResultsWriter:
     def add(self, records) -> None:
         env = self.data.environment
         for r in records if isinstance(records, list) else [records]:
-            self.data.records.append({**r, "device_name": env.get("gpu") or env.get("cpu_model"),
-                                      "threads": env.get("omp_num_threads")})
+            name, threads = env.get("gpu") or env.get("cpu_model"), env.get("omp_num_threads")
+            self.data.records.append({**r, "device_name": name if isinstance(name, str) else None,
+                                      "threads": threads if isinstance(threads, str) else None})
         self.save()
 
     def save(self) -> None:

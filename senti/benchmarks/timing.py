@@ -36,7 +36,7 @@ def environment() -> dict:
     """Machine and library facts stored with every measurement."""
     from senti.core.runtime import package_versions, runtime_record
 
-    env = {"python": platform.python_version(), "platform": platform.platform(), **runtime_record(),
+    env = {"python": platform.python_version(), "platform": platform.platform(), **runtime_record().to_json(),
            **package_versions()}
     try:
         import paddle

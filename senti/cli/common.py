@@ -53,9 +53,10 @@ def parallel_plan(devices: str | None, nnodes: int | None, node_rank: int | None
     return device_ids, cluster if (len(device_ids) > 1 or cluster.several) else None
 
 
-def run_data_parallel(config, device_ids: list[str], cluster) -> dict | None:
+def run_data_parallel(config, device_ids: list[str], cluster):
     """Launch `config` (training, distillation or pretraining) on this node's workers through
-    paddle.distributed.launch and read back the metrics rank 0 wrote (None on the other nodes, which keep none)."""
+    paddle.distributed.launch and read back the metrics rank 0 wrote (TrainingMetrics or PretrainMetrics; None on
+    the other nodes, which keep none)."""
     from pathlib import Path
 
     from senti.core.runtime import configure_runtime
@@ -77,7 +78,7 @@ def run_data_parallel(config, device_ids: list[str], cluster) -> dict | None:
     from senti.toolkit.records import PretrainMetrics, TrainingMetrics
 
     schema = PretrainMetrics if config.KIND == "pretraining" else TrainingMetrics
-    return schema.read(Path(config.output_dir)).to_json()
+    return schema.read(Path(config.output_dir))
 
 
 def say(message: str) -> None:

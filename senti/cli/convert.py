@@ -36,8 +36,8 @@ def convert(
 
         meta = convert_folder(model, output_dir)
     console.print(f"converted {meta.model_type} ({meta.weights_file}, {meta.tensors} tensors) -> [bold]{output_dir}[/]; "
-                  f"last hidden states within {meta.check['max_abs_diff']:.1e} of the original's on "
-                  f"{meta.check['tokens']} tokens (numpy reference)")
+                  f"last hidden states within {meta.check.max_abs_diff:.1e} of the original's on "
+                  f"{meta.check.tokens} tokens (numpy reference)")
     if meta.fresh:
         console.print(f"not in the original, left at their initial values: {', '.join(meta.fresh)}")
     if meta.left_out:

@@ -109,20 +109,19 @@ def distill(
                 return  # another node than 0: node 0 has the student
             from senti.toolkit.records import DistillReport
 
-            report = DistillReport.read(output_dir).to_json()
+            report = DistillReport.read(output_dir)
         else:
             quiet(threads)
             from senti.toolkit.training.distill import run_distillation
 
             with step_progress() as progress:
                 report = run_distillation(config, say=say, progress=progress)
+            assert report is not None  # one process: rank 0
     table = Table(title="distillation (dev)")
     for col in ("model", "parameters", "size MB", "dev acc", "dev macro-F1"):
         table.add_column(col, justify="right")
-    for name in ("teacher", "student"):
-        r = report[name]
-        table.add_row(name, f"{r['parameters']:,}", f"{r['size_mb']:.1f}", f"{r['dev_accuracy']:.4f}",
-                      f"{r['dev_macro_f1']:.4f}")
+    for name, r in (("teacher", report.teacher), ("student", report.student)):
+        table.add_row(name, f"{r.parameters:,}", f"{r.size_mb:.1f}", f"{r.dev_accuracy:.4f}", f"{r.dev_macro_f1:.4f}")
     console.print(table)
-    console.print(f"student keeps {report['student']['kept_of_teacher_accuracy']:.1%} of the teacher's dev accuracy; "
+    console.print(f"student keeps {report.student.kept_of_teacher_accuracy or 0:.1%} of the teacher's dev accuracy; "
                   f"checkpoint: [bold]{output_dir}[/] (distill.json beside it)")

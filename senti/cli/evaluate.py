@@ -103,7 +103,7 @@ def _print_domains(report: dict, output: Path) -> None:
     """The per-domain table, and its record written to `output`."""
     from senti.toolkit.records import DomainReport
 
-    DomainReport(**report).write_to(output)
+    DomainReport.typed(report).write_to(output)
     table = Table(title=f"{report['split']} split per domain, scored by {report['backend']}")
     for col in ("domain", "texts", "accuracy", "macro-F1", "baseline", "baseline F1", "model - baseline",
                 "seen in training"):

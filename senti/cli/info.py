@@ -28,12 +28,12 @@ def info():
     table.add_row("python", platform.python_version())
     for pkg, version in package_versions().items():
         table.add_row(pkg, version)
-    table.add_row("cpu", f"{runtime['cpu_model']} ({runtime['cores']} cores available)")
-    flags = runtime["cpu_flags"]
+    table.add_row("cpu", f"{runtime.cpu_model} ({runtime.cores} cores available)")
+    flags = runtime.cpu_flags
     int8 = ("faster than fp32 (VNNI/AMX): auto serves it" if int8_is_fast(flags)
             else "no faster than fp32 (no VNNI): auto serves fp32")
     table.add_row("cpu flags", f"{', '.join(flags) or 'none of ' + ', '.join(RECORDED_FLAGS)}; INT8 {int8}")
-    table.add_row("threads", f"OMP {runtime['omp_num_threads']}, MKL_DEBUG_CPU_TYPE={runtime['mkl_debug_cpu_type']}")
+    table.add_row("threads", f"OMP {runtime.omp_num_threads}, MKL_DEBUG_CPU_TYPE={runtime.mkl_debug_cpu_type}")
     from senti.kernels import native
 
     table.add_row("CPU training kernels", native.status())

@@ -108,7 +108,7 @@ def predict(
     from senti.serving.drift import describe
 
     if counts["drift"]["texts"]:
-        reference = predictor.meta.reference_stats
+        reference = predictor.meta.reference_stats.to_json() if predictor.meta.reference_stats else None
         say_to.print("drift " + ("against the dev texts recorded at export" if reference else "(the export records "
                                  "no dev figures to compare with)") + ":", markup=False)
         for line in describe(counts["drift"], reference):

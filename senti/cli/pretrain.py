@@ -89,11 +89,11 @@ def pretrain(
                 metrics = run_pretraining(config, say=say, progress=progress)
     if metrics is None:  # another node than 0: node 0 has the output
         return
-    last = metrics["evaluations"][-1] if metrics["evaluations"] else None
-    steps = metrics["steps"]
-    rate = steps[-1]["tokens_per_s"] if steps else 0
-    figures = (f"held-out MLM loss {last['mlm_loss']:.3f}, masked-token accuracy {last['masked_accuracy']:.3f}"
+    last = metrics.evaluations[-1] if metrics.evaluations else None
+    steps = metrics.steps
+    rate = steps[-1].tokens_per_s if steps else 0
+    figures = (f"held-out MLM loss {last.mlm_loss:.3f}, masked-token accuracy {last.masked_accuracy:.3f}"
                if last else "no held-out figures")
-    this_run = (steps[-1]["step"] if steps else 0) - metrics["resumed_at"]  # steps holds a resumed run's earlier steps
+    this_run = (steps[-1].step if steps else 0) - metrics.resumed_at  # steps holds a resumed run's earlier steps
     console.print(f"pretrained [bold]{output_dir}[/]: {this_run} steps this run, {rate:,.0f} tokens/s; {figures}; "
                   f"fine-tune it with senti train --model {output_dir}")

@@ -164,17 +164,18 @@ def train(
         _print_result(metrics, output_dir)
 
 
-def _print_result(metrics: dict, output_dir: Path) -> None:
-    table = Table(title=f"training ({metrics['device']}, {metrics['precision']}, {metrics['world_size']} worker(s))")
+def _print_result(metrics, output_dir: Path) -> None:
+    """The epochs' table and the kept checkpoint against the baseline (`metrics`: a TrainingMetrics)."""
+    table = Table(title=f"training ({metrics.device}, {metrics.precision}, {metrics.world_size} worker(s))")
     for col in ("epoch", "seconds", "samples/s", "train loss", "dev acc", "dev macro-F1"):
         table.add_column(col, justify="right")
-    for e in metrics["epochs"]:
-        table.add_row(str(e["epoch"]), f"{e['wall_seconds']:.1f}", f"{e['train_samples_per_s']:.1f}",
-                      *(_figure(e[k]) for k in ("train_loss", "dev_accuracy", "dev_macro_f1")))
+    for e in metrics.epochs:
+        table.add_row(str(e.epoch), f"{e.wall_seconds:.1f}", f"{e.train_samples_per_s:.1f}",
+                      *(_figure(v) for v in (e.train_loss, e.dev_accuracy, e.dev_macro_f1)))
     console.print(table)
-    best = metrics["best"]["dev_accuracy"]
-    base = metrics.get("baseline")
-    against = f", baseline {base['dev']['accuracy']:.4f} ({best - base['dev']['accuracy']:+.4f})" if base else ""
+    best = metrics.best.dev_accuracy
+    base = metrics.baseline.dev if metrics.baseline else None
+    against = f", baseline {base.accuracy:.4f} ({best - base.accuracy:+.4f})" if base else ""
     console.print(f"best checkpoint: [bold]{output_dir}[/] (dev accuracy {best:.4f}{against}); "
                   f"curves: {output_dir / layout.CURVES_PNG}")
 

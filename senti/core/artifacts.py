@@ -13,9 +13,10 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from types import UnionType
+from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 from senti.core import layout
 from senti.core.errors import ArtifactError
@@ -66,6 +67,76 @@ def known_fields(cls, data: dict) -> dict:
     does not know (a newer senti's, or a hand-edited file's)."""
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in data.items() if k in names}
+
+
+# A value of a settings mapping kept as given (a command's settings by name): JSON's scalars, or a list of them.
+JSONScalar = str | int | float | bool | None
+Setting = JSONScalar | list[JSONScalar]
+# Any JSON value: only for records whose keys vary by their maker (a bench suite's measurements, described by the
+# suite's report), never for one a reader in senti looks inside by key.
+JSONValue = JSONScalar | list["JSONValue"] | dict[str, "JSONValue"]
+
+
+class Record:
+    """A record nested in a schema (a model's origin, one evaluation, a worker's census...): read from a JSON object
+    with its required keys checked, keys it does not know kept out and nested records typed by their fields'
+    annotations; written with the optional fields that hold nothing left out, as the dicts it replaces were."""
+
+    @classmethod
+    def from_json(cls, data):
+        if not isinstance(data, dict):
+            raise ValueError(f"{cls.__name__} must be an object")
+        missing = [f.name for f in fields(cls) if f.name not in data and f.default is MISSING  # type: ignore[arg-type]
+                   and f.default_factory is MISSING]
+        if missing:
+            raise ValueError(f"{cls.__name__} misses {', '.join(missing)}")
+        return cls(**typed_values(cls, known_fields(cls, data)))
+
+    def to_json(self) -> dict:
+        return {f.name: to_plain(getattr(self, f.name)) for f in fields(self)  # type: ignore[arg-type]
+                if not (f.default is None and getattr(self, f.name) is None)}
+
+
+def to_plain(value):
+    """A record, or lists and mappings of them, as JSON values."""
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, list | tuple):
+        return [to_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return value
+
+
+def typed_values(cls, values: dict) -> dict:
+    """`values` with each field whose annotation is a Record (or an optional one, a list or a mapping of them)
+    read as that record; ValueError when one is malformed."""
+    hints = get_type_hints(cls)
+    return {name: _typed(hints[name], value) for name, value in values.items()}
+
+
+def _is_record(hint) -> bool:
+    return isinstance(hint, type) and issubclass(hint, Record)
+
+
+def _typed(hint, value):
+    origin, args = get_origin(hint), get_args(hint)
+    if _is_record(hint):
+        return value if isinstance(value, hint) else hint.from_json(value)
+    if origin in (Union, UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return None if value is None else _typed(inner[0], value) if len(inner) == 1 else value
+    if origin is list and args and _is_record(args[0]):
+        if not isinstance(value, list):
+            raise ValueError(f"a list of {args[0].__name__} records expected")
+        return [_typed(args[0], v) for v in value]
+    if origin is dict and len(args) == 2 and _is_record(args[1]):
+        if not isinstance(value, dict):
+            raise ValueError(f"a mapping of {args[1].__name__} records expected")
+        return {k: _typed(args[1], v) for k, v in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
@@ -143,22 +214,98 @@ class Parity:
 
 
 @dataclass
+class MadeFacts(Record):
+    """What a format's maker recorded beside its files (senti.export.pipeline's makers)."""
+
+    fusions: dict[str, int] | None = None  # onnx-opt: ONNX Runtime's fused operators by kind
+    quantized_matmuls: int | None = None  # onnx-int8-static
+    calibration: dict[str, int | str] | None = None  # onnx-int8-static: the texts and where they came from
+
+
+@dataclass
 class FormatRecord:
     """One format in export.json: its files, its parity, and what its maker recorded (ONNX fusions, calibration)."""
 
     files: list[str]
     parity: Parity
-    made: dict = field(default_factory=dict)
+    made: MadeFacts = field(default_factory=MadeFacts)
 
     @classmethod
     def from_json(cls, data) -> FormatRecord:
         if not isinstance(data, dict):
             raise ValueError("formats must map each format to its files and parity record")
         rest = {k: v for k, v in data.items() if k not in ("files", "parity")}
-        return cls(files=list(data.get("files") or []), parity=Parity.from_json(data.get("parity")), made=rest)
+        return cls(files=list(data.get("files") or []), parity=Parity.from_json(data.get("parity")),
+                   made=MadeFacts.from_json(rest))
 
     def to_json(self) -> dict:
-        return {"files": self.files, **self.made, "parity": asdict(self.parity)}
+        return {"files": self.files, **self.made.to_json(), "parity": asdict(self.parity)}
+
+
+@dataclass(frozen=True)
+class ExportSpec(Record):
+    """What an export must look like, declared once: input and output names, dynamic axes, opset (tolerances are
+    per format, in senti.serving.backends.FORMATS)."""
+
+    input_names: tuple[str, ...] = layout.INPUT_NAMES
+    input_dtype: str = "int64"
+    dynamic_axes: tuple[str, ...] = ("batch", "sequence")
+    output_name: str = layout.OUTPUT_NAME
+    opset: int = 14
+
+    def __post_init__(self):  # read from JSON, the tuples arrive as lists
+        object.__setattr__(self, "input_names", tuple(self.input_names))
+        object.__setattr__(self, "dynamic_axes", tuple(self.dynamic_axes))
+
+
+@dataclass
+class ModelShape(Record):
+    """An exported encoder's size."""
+
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    vocab_size: int
+
+
+@dataclass
+class GraphIO(Record):
+    """The exported graph's inputs and outputs, each with its shape (symbolic dimensions by name)."""
+
+    inputs: dict[str, list[str | int]]
+    outputs: dict[str, list[str | int]]
+    opset: int | None = None
+    nodes: int | None = None
+
+
+@dataclass
+class ParitySample(Record):
+    """A few parity texts with the dynamic graph's logits for them and the label names beside the answers: a
+    reload checks a new model against these, and a swap of names in export.json cannot pass."""
+
+    texts: list[str]
+    logits: list[list[float]]
+    labels: list[str] | None = None
+
+
+@dataclass
+class ConfidenceHistogram(Record):
+    upper_bounds: list[float]
+    shares: list[float]
+
+
+@dataclass
+class DriftFigures(Record):
+    """Drift figures of a set of answers (senti.serving.drift): what traffic is compared with."""
+
+    texts: int
+    low_confidence_share: float
+    mean_confidence: float
+    label_shares: dict[str, float]
+    truncated_share: float
+    unknown_token_share: float
+    confidence_histogram: ConfidenceHistogram
 
 
 @dataclass
@@ -192,9 +339,10 @@ class ArtifactMeta:
         values = known_fields(cls, data)
         try:
             optional = {f.name for f in fields(cls) if f.default is None}  # a record left out is None
-            for name, parse in cls.NESTED.items():
-                if name in values and not (values[name] is None and name in optional):
-                    values[name] = parse(values[name])
+            special = {name: values.pop(name) for name in cls.NESTED if name in values}
+            values = typed_values(cls, values)
+            for name, value in special.items():
+                values[name] = None if value is None and name in optional else cls.NESTED[name](value)
         except (TypeError, ValueError) as err:
             raise ArtifactError(f"{where}: unreadable {cls.KIND} metadata ({err})") from None
         meta = cls(**values)
@@ -202,6 +350,11 @@ class ArtifactMeta:
         if problem:
             raise ArtifactError(f"{where}: unreadable {cls.KIND} metadata ({problem})")
         return meta
+
+    @classmethod
+    def typed(cls, values: dict):
+        """The schema from values built as plain JSON by its writer (its records read into their types)."""
+        return cls(**typed_values(cls, values))
 
     def problem(self) -> str | None:
         """What is wrong with the values (types a reader relies on), or None."""
@@ -222,21 +375,14 @@ class ArtifactMeta:
         return cls.from_json(parse_json(raw, where, f"{cls.KIND} metadata"), where)
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        for name in self.NESTED:
-            value = getattr(self, name)
-            if isinstance(value, dict):  # a mapping of records (export.json's formats)
-                data[name] = {k: v.to_json() for k, v in value.items()}
-            elif value is not None and not isinstance(value, list):  # a list of plain records: asdict wrote it
-                data[name] = value.to_json()
-        return data
+        return {f.name: to_plain(getattr(self, f.name)) for f in fields(self)}
 
     def write(self, folder: Path) -> None:
         write_json_atomic(Path(folder) / self.FILE, self.to_json())
 
 
 @dataclass
-class SplitRecipe:
+class SplitRecipe(Record):
     """How a model's train/dev/test splits were cut, so eval and export cut the very same ones."""
 
     dataset: str
@@ -281,22 +427,21 @@ class ExportMeta(ArtifactMeta):
     max_seq_len: int
     tokenizer: TokenizerSettings
     formats: dict[str, FormatRecord]
-    model: dict  # shape: hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, vocab_size
+    model: ModelShape
     meta_version: int = layout.META_VERSION
     written_by: str = "senti export"
     source_checkpoint: str | None = None
     data: SplitRecipe | None = None  # how the parity texts' splits were cut
-    io: dict = field(default_factory=dict)
-    spec: dict = field(default_factory=dict)
+    io: GraphIO | None = None
+    spec: ExportSpec = field(default_factory=ExportSpec)
     parity_texts: int = 0
     reference_accuracy: float | None = None
     triton: str | None = None
-    versions: dict = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
     seconds: float | None = None
-    # A few parity texts and the dynamic graph's logits for them: a reload checks a new model against these.
-    parity_sample: dict | None = None
-    # Drift figures (senti.serving.drift) of the parity (dev) texts, to compare traffic with.
-    reference_stats: dict | None = None
+    parity_sample: ParitySample | None = None
+    # Drift figures of the parity (dev) texts, to compare traffic with.
+    reference_stats: DriftFigures | None = None
 
     def problem(self) -> str | None:
         if problem := labels_problem(self.labels, self.max_seq_len):

@@ -9,8 +9,67 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta, SplitRecipe, TokenizerSettings, labels_problem
+from senti.core.artifacts import ArtifactMeta, Record, SplitRecipe, TokenizerSettings, labels_problem
 from senti.core.errors import ArtifactError
+
+
+@dataclass
+class ModelSource(Record):
+    """Where a model's weights came from: `source` is scratch, preset (a distillation student's), pretrained,
+    huggingface, checkpoint, continued (pretraining) or paddlenlp (a PaddleNLP name); the rest as that origin has."""
+
+    source: str
+    path: str | None = None  # a folder's, resolved
+    name: str | None = None  # a PaddleNLP name, or a student as given
+    preset: str | None = None
+    shape: str | None = None  # SHAPES' name: 2l-128h...
+    vocab_size: int | None = None
+    ngram_buckets: int | None = None
+    origin: str | None = None  # a checkpoint's first ancestor's origin (scratch, pretrained...)
+    loaded: str | None = None  # what loading a pretrained folder reported (tensors matched, converted)
+    init_layers: list[int] | None = None  # a student's layers copied from its teacher's
+
+
+@dataclass
+class EvalPoint(Record):
+    """One evaluation on dev during training (the checkpoint kept is the best of them)."""
+
+    epoch: int
+    step: int
+    dev_accuracy: float
+    dev_macro_f1: float
+    dev_log_loss: float | None = None
+    seconds: float | None = None  # since the command started
+    # with the n-gram head (toolkit.evaluation.evaluate.choose_ngram_weight): its weight chosen on dev, each side alone
+    ngram_weight: float | None = None
+    dev_accuracy_ernie: float | None = None
+    dev_accuracy_ngram: float | None = None
+    logit_adjustment_tau: float | None = None
+    parent: bool | None = None  # the parent as loaded (a continued model's first candidate)
+    old_dev_accuracy: float | None = None  # on the parent's own dev split
+    blend: float | None = None  # the child's share of a parent-child blend (--interpolate)
+
+
+@dataclass
+class Lineage(Record):
+    """A continued model's parent and the data it was continued on."""
+
+    parent: str
+    parent_version: str  # the first 12 hex digits of the parent's senti.json's SHA-256
+    dataset: str
+    parent_data: SplitRecipe | None = None
+    replay: str | None = None
+    replay_ratio: float | None = None
+    replayed_rows: int = 0
+    replay_notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Parallel(Record):
+    """The workers of the run that wrote an artifact."""
+
+    world_size: int
+    nodes: int
 
 
 @dataclass
@@ -27,15 +86,15 @@ class CheckpointMeta(ArtifactMeta):
     meta_version: int = layout.META_VERSION
     written_by: str = "senti train"
     tokenizer: TokenizerSettings = field(default_factory=TokenizerSettings)
-    model: dict = field(default_factory=dict)  # source: scratch preset, PaddleNLP name, parent checkpoint
-    versions: dict = field(default_factory=dict)
+    model: ModelSource = field(default_factory=lambda: ModelSource("unknown"))
+    versions: dict[str, str] = field(default_factory=dict)  # paddle's and each recorded distribution's
     # How the data it was trained on was split; None in checkpoints from before senti recorded it.
     data: SplitRecipe | None = None
-    dev: dict | None = None  # the evaluation this checkpoint was kept for
-    lineage: dict | None = None  # continued from: parent checkpoint (path, version), new and replayed datasets
+    dev: EvalPoint | None = None  # the evaluation this checkpoint was kept for
+    lineage: Lineage | None = None  # continued from: parent checkpoint (path, version), new and replayed datasets
     precision: str | None = None
     kernels: str | None = None  # the CPU training kernels that trained it and why (metrics.json's `kernels`)
-    parallel: dict | None = None  # {world_size, nodes} of the run that wrote it
+    parallel: Parallel | None = None
 
     def problem(self) -> str | None:
         return labels_problem(self.labels, self.max_seq_len)

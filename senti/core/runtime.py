@@ -7,8 +7,11 @@ import os
 import platform
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from senti.core.artifacts import Record
 
 # The CPU features that rank senti's kernels: AVX-512 and AVX2 for fp32, VNNI (AVX-512 or AVX) and AMX for INT8.
 # Without VNNI an INT8 model is no faster than fp32 (measured on an AMD EPYC without it).
@@ -167,7 +170,7 @@ def keeping_mkl_threads():
             openmp.omp_set_num_threads(before_openmp)
 
 
-def configure_runtime(threads: int | None = None) -> dict:
+def configure_runtime(threads: int | None = None) -> RuntimeRecord:
     """Set thread counts and, on AMD, MKL's fast code path; return the settings for the record.
 
     Paddle's CPU kernels use one OpenMP thread unless told otherwise, and the MKL inside
@@ -194,20 +197,29 @@ def configure_runtime(threads: int | None = None) -> dict:
     return runtime_record()
 
 
-def runtime_record() -> dict:
+@dataclass
+class RuntimeRecord(Record):
+    """The runtime settings in force, for metrics and benchmark records."""
+
+    cpu_model: str | None
+    cpu_vendor: str | None
+    cpu_flags: list[str]  # of RECORDED_FLAGS: figures rank differently with and without them
+    cores: int
+    omp_num_threads: str | None
+    mkl_num_threads: str | None
+    mkl_debug_cpu_type: str | None
+    # False: paddle was imported first, so the settings above may not have taken effect.
+    set_before_paddle_import: bool | None
+
+
+def runtime_record() -> RuntimeRecord:
     """The runtime settings in force, for metrics and benchmark records."""
     info = cpu_info()
-    return {
-        "cpu_model": info["model"],
-        "cpu_vendor": info["vendor"],
-        "cpu_flags": info["flags"],  # of RECORDED_FLAGS: figures rank differently with and without them
-        "cores": available_cores(),
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "mkl_num_threads": os.environ.get("MKL_NUM_THREADS"),
-        "mkl_debug_cpu_type": os.environ.get("MKL_DEBUG_CPU_TYPE"),
-        # False: paddle was imported first, so the settings above may not have taken effect.
-        "set_before_paddle_import": _applied_before_paddle,
-    }
+    return RuntimeRecord(cpu_model=info["model"], cpu_vendor=info["vendor"], cpu_flags=info["flags"],
+                         cores=available_cores(), omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
+                         mkl_num_threads=os.environ.get("MKL_NUM_THREADS"),
+                         mkl_debug_cpu_type=os.environ.get("MKL_DEBUG_CPU_TYPE"),
+                         set_before_paddle_import=_applied_before_paddle)
 
 
 _applied_before_paddle: bool | None = None  # None: configure_runtime was never called

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,7 +20,19 @@ from typing import Any
 import numpy as np
 
 from senti.core import layout, stopping
-from senti.core.artifacts import ExportMeta, FormatRecord, Parity, SplitRecipe, TokenizerSettings, remove_stale_work
+from senti.core.artifacts import (
+    DriftFigures,
+    ExportMeta,
+    FormatRecord,
+    GraphIO,
+    MadeFacts,
+    ModelShape,
+    Parity,
+    ParitySample,
+    SplitRecipe,
+    TokenizerSettings,
+    remove_stale_work,
+)
 from senti.core.batching import model_pad_id, pad_batch
 from senti.core.checkpoint import load_checkpoint
 from senti.core.errors import SentiError
@@ -285,7 +297,7 @@ def _write_formats(config: ExportConfig, job: Job, reference: Reference, say) ->
         io = made.io or io
         parity = _check_format(fmt, job.staging, config.threads, (reference.encoded, reference.pad_id),
                                reference.logits, reference.gold_ids, reference.accuracy, say)
-        formats[fmt] = FormatRecord(files=made.files, parity=parity, made=made.facts)
+        formats[fmt] = FormatRecord(files=made.files, parity=parity, made=MadeFacts.from_json(made.facts))
     failed = {f: v.parity.reason for f, v in formats.items() if FORMATS[f].required and not v.parity.fit}
     if failed:
         raise ExportError("exported model disagrees with the dynamic graph: " +
@@ -355,12 +367,12 @@ def _export_record(config: ExportConfig, data, job: Job, reference: Reference, w
         labels=labels,
         max_seq_len=reference.max_len,
         tokenizer=written.tokenizer,
-        model={"hidden_size": model.config.hidden_size, "num_hidden_layers": model.config.num_hidden_layers,
-               "num_attention_heads": model.config.num_attention_heads,
-               "intermediate_size": model.config.intermediate_size, "vocab_size": model.config.vocab_size},
-        io=written.io or {"inputs": {n: ["batch", "sequence"] for n in spec.input_names},
-                          "outputs": {spec.output_name: ["batch", len(labels)]}},
-        spec=asdict(spec),
+        model=ModelShape(hidden_size=model.config.hidden_size, num_hidden_layers=model.config.num_hidden_layers,
+                         num_attention_heads=model.config.num_attention_heads,
+                         intermediate_size=model.config.intermediate_size, vocab_size=model.config.vocab_size),
+        io=GraphIO.from_json(written.io or {"inputs": {n: ["batch", "sequence"] for n in spec.input_names},
+                                            "outputs": {spec.output_name: ["batch", len(labels)]}}),
+        spec=spec,
         parity_texts=len(reference.texts),
         reference_accuracy=reference.accuracy,
         formats=written.formats,
@@ -368,9 +380,9 @@ def _export_record(config: ExportConfig, data, job: Job, reference: Reference, w
         versions=_versions(),
         seconds=seconds,
         # the label names beside the answers: a later swap of names in export.json is caught on opening
-        parity_sample={"texts": reference.texts[: len(reference.logits["batch_1"])],
-                       "logits": reference.logits["batch_1"].tolist(), "labels": labels},
-        reference_stats=reference.stats,
+        parity_sample=ParitySample(texts=reference.texts[: len(reference.logits["batch_1"])],
+                                   logits=reference.logits["batch_1"].tolist(), labels=labels),
+        reference_stats=DriftFigures.from_json(reference.stats),
     )
 
 

@@ -53,18 +53,18 @@ def _parse_meta(path: Path) -> tuple[ExportMeta, bytes]:
     raw = read_bounded(path, MAX_META_BYTES, "the export metadata")
     meta = ExportMeta.parse(raw, str(path))  # the schema's own checks: labels, tokenizer settings, formats
     sample = meta.parity_sample
-    if not isinstance(sample, dict) or not sample.get("texts") or not isinstance(sample.get("logits"), list):
+    if sample is None or not sample.texts or not isinstance(sample.logits, list):
         raise ArtifactError(f"{path}: no parity sample to check the model against; re-export it with this senti")
-    if not isinstance(sample["texts"], list) or len(sample["texts"]) > MAX_PARITY_TEXTS:
+    if not isinstance(sample.texts, list) or len(sample.texts) > MAX_PARITY_TEXTS:
         raise ArtifactError(f"{path}: the parity sample holds more than {MAX_PARITY_TEXTS} texts; senti export "
                             "records 16")
     # The labels recorded beside the parity answers are what a swap of the label names cannot pass: a folder
     # without them is refused (a check skipped when its evidence is missing let a swapped folder serve inverted).
-    if "labels" not in sample:
+    if sample.labels is None:
         raise ArtifactError(f"{path}: no labels recorded with the parity answers; re-export it with this senti")
-    if sample["labels"] != meta.labels:
+    if sample.labels != meta.labels:
         raise ArtifactError(f"{path}: labels {meta.labels} differ from those recorded with the parity answers "
-                            f"{sample['labels']}")
+                            f"{sample.labels}")
     return meta, raw
 
 
@@ -125,8 +125,9 @@ def check_model(predictor) -> None:
         raise ArtifactError(f"{where}: the model gives {out.shape[-1]} logits per text but the metadata names "
                             f"{len(predictor.labels)} labels {predictor.labels}")
     sample = predictor.meta.parity_sample
-    expected = np.asarray(sample["logits"], dtype=np.float32)
-    got = predictor.logits(sample["texts"])[0]
+    assert sample is not None  # _parse_meta refused a folder without one
+    expected = np.asarray(sample.logits, dtype=np.float32)
+    got = predictor.logits(sample.texts)[0]
     if got.shape != expected.shape:
         raise ArtifactError(f"{where}: the parity sample records {expected.shape} logits; the model gives {got.shape}")
     record = predictor.meta.formats.get(predictor.backend_name)

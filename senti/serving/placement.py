@@ -45,7 +45,7 @@ def choose_placement(cores: int, hidden_size: int | None, workers: int | None = 
 def model_width(meta) -> int | None:
     """The hidden size an export's metadata (serving.export_folder.read_meta) records, or None when it does not
     (an older export)."""
-    width = (meta.model or {}).get("hidden_size")
+    width = meta.model.hidden_size if meta.model else None
     return int(width) if isinstance(width, int) and width > 0 else None
 
 

@@ -168,7 +168,7 @@ class PredictService:
         return {"model_version": model.version, "backend": model.backend_name, "labels": model.labels,
                 "max_seq_len": model.max_seq_len, "long_text": model.long_text, "loaded_at": self.slot.loaded_at,
                 "reload": self.last_reload(), "traffic": self.metrics.traffic(),
-                "reference": model.meta.reference_stats}
+                "reference": model.meta.reference_stats.to_json() if model.meta.reference_stats else None}
 
     async def invalid(self, request: Request, exc):
         """422 for a body that does not validate. FastAPI's default echoes each offending input, which fails on

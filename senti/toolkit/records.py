@@ -5,17 +5,195 @@ writes it through `write` (atomic); readers get one clear error for a file that 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta, known_fields, write_json_atomic
+from senti.core.artifacts import ArtifactMeta, Record, Setting, write_json_atomic
+from senti.core.checkpoint import EvalPoint, ModelSource
+from senti.core.runtime import RuntimeRecord
 
 
 @dataclass
-class BlendTried:
+class Score(Record):
+    """Accuracy and macro-F1 on a set of texts."""
+
+    accuracy: float
+    macro_f1: float
+    n: int | None = None
+
+
+@dataclass
+class BaselineFigures(Record):
+    """The char n-gram logistic regression fitted on the same training rows (toolkit.evaluation.baseline), scored on
+    dev (training) or on the texts scored (evaluation); `skipped` says why it was not fitted."""
+
+    model: str | None = None  # its description
+    fit_seconds: float | None = None
+    train_rows: int | None = None
+    skipped: str | None = None
+    dev: Score | None = None
+    scored: Score | None = None
+
+
+@dataclass
+class PassedBaseline(Record):
+    """When dev accuracy first rose above the baseline's: the step and the seconds since the command started."""
+
+    step: int
+    seconds: float
+
+
+@dataclass
+class EpochRecord(Record):
+    """One epoch of a classifier run: its pace, mean loss and the last evaluation's dev figures."""
+
+    epoch: int
+    steps: int
+    wall_seconds: float
+    train_samples_per_s: float
+    train_tokens_per_s: float
+    train_loss: float | None
+    dev_accuracy: float | None
+    dev_macro_f1: float | None
+
+
+@dataclass
+class Interrupted(Record):
+    """The signal that stopped a run, and where."""
+
+    signal: str
+    step: int
+    epoch: int | None = None
+
+
+@dataclass
+class WorkerCensus(Record):
+    """One worker of a data-parallel run at its end (toolkit.training.collective.census)."""
+
+    rank: int
+    node: int
+    steps: int
+    weights_sha256: str
+
+
+@dataclass
+class Interval(Record):
+    """An accuracy with the half-width of its 95% interval (toolkit.training.run.accuracy_interval)."""
+
+    accuracy: float
+    interval: float
+
+
+@dataclass
+class ParentAgainstKept(Record):
+    """A continued model's parent and kept model on one dev set of `texts` texts."""
+
+    texts: int
+    parent: Interval
+    kept: Interval
+
+
+@dataclass
+class PoolUse(Record):
+    """`--unlabeled`: the pool's texts read, those the parent scored and those it labelled confidently enough to
+    learn from."""
+
+    scored: int
+    kept: int
+    confidence: float | None = None
+    per_label: dict[str, int] | None = None
+    source: str | None = None
+    read: int | None = None
+    used: int | None = None
+    excluded_dev_test_or_duplicate: int | None = None
+
+
+@dataclass
+class NgramFit(Record):
+    """`--ngram-init fit`: the n-gram table fitted by logistic regression before ERNIE trains."""
+
+    C: float
+    dev_accuracy: float
+    seconds: float
+
+
+@dataclass
+class ExtraTexts(Record):
+    """Texts read beside the training split (a distillation's teacher-labelled texts, an unlabelled pool)."""
+
+    source: str | None
+    texts: int | None = None
+    read: int | None = None
+    used: int | None = None
+    excluded_dev_test_or_duplicate: int | None = None
+
+
+@dataclass
+class PretrainStep(Record):
+    """One pretraining step: its MLM loss and the tokens per second so far in this run."""
+
+    step: int
+    loss: float
+    tokens_per_s: float
+
+
+@dataclass
+class HeldoutFigures(Record):
+    """Masked-LM figures on the held-out sequences, masked the same way every time (at `step`, in metrics.json)."""
+
+    mlm_loss: float
+    masked_accuracy: float
+    masked_tokens: int
+    step: int | None = None
+
+
+@dataclass
+class CorpusSource(Record):
+    """One corpus file or folder of a pretraining run."""
+
+    corpus: str
+    texts: int
+    sha256: str
+    excluded_dev_test_texts: int = 0
+
+
+@dataclass
+class CorpusStats(Record):
+    """A pretraining corpus as tokenized (toolkit.data.corpus)."""
+
+    corpora: list[CorpusSource]
+    texts: int
+    sequences: int
+    tokens: int
+    unk_rate: float
+    fingerprint: str
+    unk_tokens: int | None = None
+
+
+@dataclass
+class DataStats(Record):
+    """The data a classifier run learned from: rows per split and label, what was skipped, replayed or cut."""
+
+    origin: str
+    labels: list[str]
+    rows: dict[str, int]
+    skipped_empty_texts: dict[str, int]
+    repeats_removed: dict[str, int]
+    label_counts: dict[str, dict[str, int]]
+    rare_labels: dict[str, int]
+    truncated_texts: dict[str, int]  # per split
+    replayed_rows: int | None = None
+    unlabeled: PoolUse | None = None
+    ngram_fit: NgramFit | None = None
+    max_seq_len: int | None = None
+    pretraining_overlap: dict[str, int] | None = None  # dev and test texts the pretrained folder's corpus held
+    extra_texts: ExtraTexts | None = None
+
+
+@dataclass
+class BlendTried(Record):
     """One parent-child blend of `senti train --interpolate` (toolkit.training.blend), as judged on dev."""
 
     share: float  # the child's share of the blend
@@ -23,12 +201,6 @@ class BlendTried:
     dev_accuracy: float
     dev_log_loss: float
     old_dev_accuracy: float | None = None  # on the parent's own dev split, when that can be read
-
-    @classmethod
-    def from_json(cls, data) -> BlendTried:
-        if not isinstance(data, dict):
-            raise ValueError("each blend must be an object")
-        return cls(**known_fields(cls, data))
 
 
 @dataclass
@@ -38,35 +210,33 @@ class TrainingMetrics(ArtifactMeta):
 
     FILE: ClassVar[str] = layout.METRICS
     KIND: ClassVar[str] = "training metrics"
-    NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {
-        "blends": lambda blends: [BlendTried.from_json(b) for b in _records(blends, "blends")]}
 
     written_by: str
-    model: dict  # where the weights came from (preset, PaddleNLP name, folder)
+    model: ModelSource  # where the weights came from (preset, PaddleNLP name, folder)
     device: str
     precision: str
-    versions: dict
-    runtime: dict
-    data: dict  # rows per split, truncation, extra texts
+    versions: dict[str, str]
+    runtime: RuntimeRecord
+    data: DataStats  # rows per split, truncation, extra texts
     meta_version: int = layout.META_VERSION
     world_size: int = 1
     nodes: int = 1
     amp_requested: bool = False
-    baseline: dict | None = None  # the char n-gram logistic regression on the same splits (train)
-    passed_baseline: dict | None = None  # {step, seconds since the command started}: dev first above the baseline
-    epochs: list[dict] = field(default_factory=list)
-    evaluations: list[dict] = field(default_factory=list)
+    baseline: BaselineFigures | None = None  # the char n-gram logistic regression on the same splits (train)
+    passed_baseline: PassedBaseline | None = None  # dev first above the baseline
+    epochs: list[EpochRecord] = field(default_factory=list)
+    evaluations: list[EvalPoint] = field(default_factory=list)
     step_losses: list[float] = field(default_factory=list)
-    step_terms: list[dict] = field(default_factory=list)  # distillation: each loss term per step
-    best: dict | None = None
-    interrupted: dict | None = None  # {signal, epoch, step} when a signal stopped the run
+    step_terms: list[dict[str, float]] = field(default_factory=list)  # distillation: each loss term per step
+    best: EvalPoint | None = None
+    interrupted: Interrupted | None = None  # when a signal stopped the run
     stopped_early: bool = False
-    workers: list[dict] | None = None  # per rank (several workers): node, steps, weights digest
+    workers: list[WorkerCensus] | None = None  # per rank (several workers)
     kernels: str | None = None  # the CPU training kernels that ran and why: "c (library)", "python (reason)"
     kept_parent: bool = False  # a continued model: no checkpoint beat the parent, whose weights were kept
     # a continued model: the parent's and the kept model's accuracy on the new dev labels and the parent's dev split,
     # each with its 95% interval (toolkit.training.run.accuracy_interval)
-    parent_comparison: dict | None = None
+    parent_comparison: dict[str, ParentAgainstKept] | None = None
     # `--interpolate`: each parent-child blend tried
     blends: list[BlendTried] | None = None
 
@@ -79,20 +249,35 @@ class PretrainMetrics(ArtifactMeta):
     KIND: ClassVar[str] = "pretraining metrics"
 
     written_by: str
-    model: dict
-    corpus: dict  # sources with row counts and hashes, tokens, sequences, [UNK] rate
-    runtime: dict
-    versions: dict
+    model: ModelSource
+    corpus: CorpusStats  # sources with row counts and hashes, tokens, sequences, [UNK] rate
+    runtime: RuntimeRecord
+    versions: dict[str, str]
     meta_version: int = layout.META_VERSION
     world_size: int = 1
     nodes: int = 1
-    steps: list[dict] = field(default_factory=list)  # {step, loss, tokens_per_s}, earlier runs' too when resumed
-    evaluations: list[dict] = field(default_factory=list)  # {step, mlm_loss, masked_accuracy, ...}
+    steps: list[PretrainStep] = field(default_factory=list)  # earlier runs' too when resumed
+    evaluations: list[HeldoutFigures] = field(default_factory=list)
     resumed_at: int = 0  # the step this run started at (0: from the start)
-    interrupted: dict | None = None
-    workers: list[dict] | None = None
+    interrupted: Interrupted | None = None
+    workers: list[WorkerCensus] | None = None
     precision: str = "fp32"  # fp32, or bf16 with --amp on a CPU that can (toolkit.training.run.resolve_precision)
     kernels: str | None = None  # the CPU training kernels that ran and why (as TrainingMetrics.kernels)
+
+
+@dataclass
+class DistillSide(Record):
+    """Teacher or student in distill.json: size and figures (test when the data has a test split)."""
+
+    dev_accuracy: float
+    dev_macro_f1: float
+    parameters: int
+    size_mb: float
+    path: str | None = None  # the teacher's folder
+    model: ModelSource | None = None  # where the student's weights came from
+    kept_of_teacher_accuracy: float | None = None  # the student's dev accuracy over the teacher's
+    test_accuracy: float | None = None
+    test_macro_f1: float | None = None
 
 
 @dataclass
@@ -102,11 +287,52 @@ class DistillReport(ArtifactMeta):
     FILE: ClassVar[str] = layout.DISTILL_META
     KIND: ClassVar[str] = "distillation report"
 
-    settings: dict  # the DistillConfig as run
-    teacher: dict
-    student: dict
+    settings: dict[str, Setting]  # the DistillConfig as run
+    teacher: DistillSide
+    student: DistillSide
     meta_version: int = layout.META_VERSION
-    extra_texts: dict | None = None  # the teacher-labelled texts beside the training split
+    extra_texts: ExtraTexts | None = None  # the teacher-labelled texts beside the training split
+
+
+@dataclass
+class SeenFigures(Record):
+    """How many scored texts the model was trained on, and its accuracy on those and on the rest
+    (toolkit.data.seen)."""
+
+    texts: int
+    unseen_texts: int
+    accuracy_seen: float | None
+    accuracy_unseen: float | None
+
+
+@dataclass
+class ScoredData(Record):
+    """What an evaluation scored: a split cut as the model's recipe says (or with a seed), or every row."""
+
+    dataset: str
+    split: str | None = None
+    seed: int | None = None
+    text_column: str | None = None
+    label_column: str | None = None
+    fingerprint: str | None = None
+
+
+@dataclass
+class DomainFigures(Record):
+    """One domain of `eval_domains_<split>.json`: the model's figures on it, the baseline's, the texts seen."""
+
+    labels: list[str]
+    n: int
+    accuracy: float
+    macro_f1: float
+    per_class_precision: dict[str, float]
+    per_class_recall: dict[str, float]
+    per_class_f1: dict[str, float]
+    support: dict[str, int]
+    confusion_matrix: list[list[int]]
+    truncated_texts: int = 0
+    seen_in_training: SeenFigures | None = None
+    baseline: BaselineFigures | None = None
 
 
 @dataclass
@@ -121,7 +347,7 @@ class DomainReport(ArtifactMeta):
     backend: str
     split: str
     datasets: list[str]
-    domains: dict[str, dict]
+    domains: dict[str, DomainFigures]
     group_by: str | None = None
     meta_version: int = layout.META_VERSION
 
@@ -151,17 +377,11 @@ class EvalRecord(ArtifactMeta):
     support: dict[str, int]
     confusion_matrix: list[list[int]]  # rows: true label, columns: predicted
     meta_version: int = layout.META_VERSION
-    data: dict = field(default_factory=dict)  # how the split was cut (dataset, seed, columns)
+    data: ScoredData | None = None  # how the split was cut (dataset, seed, columns)
     truncated_texts: int = 0
-    baseline: dict | None = None
-    # texts the model was trained on among those scored, accuracy on them and on the rest (toolkit.seen)
-    seen_in_training: dict | None = None
+    baseline: BaselineFigures | None = None
+    # texts the model was trained on among those scored, accuracy on them and on the rest
+    seen_in_training: SeenFigures | None = None
 
     def write_to(self, path: Path) -> None:
         write_json_atomic(path, self.to_json())
-
-
-def _records(value, name: str) -> list:
-    if not isinstance(value, list):
-        raise ValueError(f"{name} must be a list")
-    return value

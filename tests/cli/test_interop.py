@@ -138,7 +138,7 @@ def test_default_learning_rate_follows_where_the_weights_come_from(tmp_path):
     data = write_folder(tmp_path / "d", synthetic_rows(600, seed=1), synthetic_rows(120, seed=2))
     said: list[str] = []
     metrics = run_training(TrainConfig(model="scratch:tiny", dataset=str(data), output_dir=str(tmp_path / "c"),
-                                       epochs=3, batch_size=16, device="cpu", seed=7), say=said.append)
+                                       epochs=3, batch_size=16, device="cpu", seed=7), say=said.append).to_json()
     assert metrics["best"]["dev_accuracy"] > 0.8, metrics["evaluations"]  # chance is 0.5
     assert TrainConfig.load(tmp_path / "c" / layout.TRAIN_CONFIG).lr == SCRATCH_LR
     assert any(line.startswith(f"learning rate {SCRATCH_LR:g}: the default for weights trained from scratch")

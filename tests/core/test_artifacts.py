@@ -86,3 +86,35 @@ def test_a_split_recipe_is_a_typed_record_and_null_only_where_optional(tmp_path)
     path.write_text(json.dumps({**json.loads(path.read_text()), "data": None, "tokenizer": None}), encoding="utf-8")
     with pytest.raises(ArtifactError, match="unreadable checkpoint metadata"):
         CheckpointMeta.read(tmp_path)
+
+
+def test_nested_records_are_typed_in_memory_and_written_as_the_dicts_they_replace(tmp_path):
+    """A checkpoint's origin, dev record, lineage and workers are records, not dicts: read by their annotations,
+    unknown keys kept out, optional fields that hold nothing left out of the file, a malformed one refused."""
+    from senti.core.artifacts import SplitRecipe
+    from senti.core.checkpoint import CheckpointMeta, EvalPoint, Lineage, ModelSource, Parallel
+    from senti.core.errors import ArtifactError
+
+    meta = CheckpointMeta(labels=["neg", "pos"], max_seq_len=64, model=ModelSource("scratch", preset="scratch:tiny"),
+                          versions={"paddle": "3.0"}, dev=EvalPoint(1, 30, 0.9, 0.89, dev_log_loss=0.3, parent=True),
+                          lineage=Lineage("/p", "abc", "new", parent_data=SplitRecipe("old", 42)),
+                          parallel=Parallel(2, 1))
+    meta.write(tmp_path)
+    on_disk = json.loads((tmp_path / "senti.json").read_text(encoding="utf-8"))
+    assert on_disk["model"] == {"source": "scratch", "preset": "scratch:tiny"}
+    assert on_disk["dev"] == {"epoch": 1, "step": 30, "dev_accuracy": 0.9, "dev_macro_f1": 0.89, "dev_log_loss": 0.3,
+                              "parent": True}
+    assert on_disk["lineage"]["parent_data"]["dataset"] == "old" and on_disk["parallel"] == {"world_size": 2,
+                                                                                           "nodes": 1}
+    on_disk["dev"]["from_a_newer_senti"] = 1
+    (tmp_path / "senti.json").write_text(json.dumps(on_disk), encoding="utf-8")
+    back = CheckpointMeta.read(tmp_path)
+    assert back == meta and isinstance(back.dev, EvalPoint) and isinstance(back.lineage.parent_data, SplitRecipe)
+    on_disk["dev"] = {"epoch": 1}
+    (tmp_path / "senti.json").write_text(json.dumps(on_disk), encoding="utf-8")
+    with pytest.raises(ArtifactError, match=r"senti\.json: unreadable checkpoint metadata \(EvalPoint misses step"):
+        CheckpointMeta.read(tmp_path)
+    on_disk["dev"] = [1, 2]
+    (tmp_path / "senti.json").write_text(json.dumps(on_disk), encoding="utf-8")
+    with pytest.raises(ArtifactError, match=r"EvalPoint must be an object"):
+        CheckpointMeta.read(tmp_path)

@@ -13,7 +13,7 @@ from senti.core.runtime import configure_runtime, runtime_record
 configure_runtime({first})
 import paddle
 configure_runtime({second})
-print(json.dumps(runtime_record()))
+print(json.dumps(runtime_record().to_json()))
 """
 
 

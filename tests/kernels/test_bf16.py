@@ -102,7 +102,7 @@ def _amp_run(folder, tmp_path, **amp):
     messages: list[str] = []
     config = TrainConfig(model="scratch:tiny", dataset=str(folder), output_dir=str(tmp_path / "c"), epochs=1,
                          max_steps=3, amp=True, device="cpu", **amp)
-    return run_training(config, say=messages.append), [m for m in messages if m.startswith("--amp")]
+    return run_training(config, say=messages.append).to_json(), [m for m in messages if m.startswith("--amp")]
 
 
 def test_amp_on_a_cpu_without_bfloat16_says_why_and_trains_in_fp32(binary_folder, tmp_path, monkeypatch):

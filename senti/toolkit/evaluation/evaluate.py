@@ -253,4 +253,4 @@ def write_evaluation(result: dict, path: Path) -> None:
     """`eval_<split>.json` through its schema (`toolkit.records.EvalRecord`): what evaluate_model returned."""
     from senti.toolkit.records import EvalRecord
 
-    EvalRecord(**result).write_to(path)
+    EvalRecord.typed(result).write_to(path)

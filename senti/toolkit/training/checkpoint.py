@@ -12,11 +12,11 @@ from pathlib import Path
 
 from senti.core import layout
 from senti.core.artifacts import ArtifactMeta, SplitRecipe, TokenizerSettings, remove_stale_work
-from senti.core.checkpoint import CheckpointMeta
+from senti.core.checkpoint import CheckpointMeta, Lineage, ModelSource
 from senti.core.errors import SentiError
 
 
-def versions() -> dict:
+def versions() -> dict[str, str]:
     """What a training artifact records: the paddle module's version (CPU and GPU builds alike) and every
     recorded distribution's."""
     import paddle
@@ -97,8 +97,8 @@ def save_checkpoint(model, tokenizer, out_dir: Path, meta: ArtifactMeta, config=
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def checkpoint_meta(written_by: str, labels, max_seq_len: int, tokenizer, source: dict, versions: dict,
-                    recipe: SplitRecipe | None, lineage: dict | None = None) -> CheckpointMeta:
+def checkpoint_meta(written_by: str, labels, max_seq_len: int, tokenizer, source: ModelSource,
+                    versions: dict[str, str], recipe: SplitRecipe | None, lineage: Lineage | None = None) -> CheckpointMeta:
     """A checkpoint's senti.json (the dev record is added at each save); `recipe`: how its data was split;
     `lineage`: the parent checkpoint and the datasets it was continued on."""
     return CheckpointMeta(

@@ -12,6 +12,7 @@ import json
 import os
 
 from senti.core.errors import SentiError
+from senti.toolkit.records import WorkerCensus
 
 
 class SettingsDiffer(SentiError):
@@ -57,7 +58,7 @@ def _firsts(everyone: list) -> set[int]:
     return set(firsts.values())
 
 
-def census(model, steps: int, world: int) -> list[dict] | None:
+def census(model, steps: int, world: int) -> list[WorkerCensus] | None:
     """Every worker's rank, node, steps taken and weights digest, gathered (None on one worker): rank 0 records
     it, so a run shows that each node did its share and that the replicas ended identical."""
     if world == 1:
@@ -68,7 +69,7 @@ def census(model, steps: int, world: int) -> list[dict] | None:
             "weights_sha256": weights_digest(model)}
     everyone: list = []
     dist.all_gather_object(everyone, mine)
-    return sorted(everyone, key=lambda r: r["rank"])
+    return [WorkerCensus(**r) for r in sorted(everyone, key=lambda r: r["rank"])]
 
 
 def weights_digest(model) -> str:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta, TokenizerSettings
+from senti.core.artifacts import ArtifactMeta, Record, TokenizerSettings
 from senti.core.errors import ArtifactError
 from senti.core.json_tokenizer import JsonTokenizer
 from senti.serving.parity import CONVERSION_TOLERANCE, conversion_fits
@@ -30,6 +30,34 @@ from senti.toolkit.training.vocab_trim import TRIM_ABOVE, trim_unigram
 
 
 @dataclass
+class ConversionCheck(Record):
+    """The converted model against a numpy forward pass of the original: the last hidden states on a few texts."""
+
+    texts: int
+    tokens: int
+    max_abs_diff: float
+    tolerance: float
+
+
+@dataclass
+class VocabTrim(Record):
+    """A large Unigram vocabulary trimmed to the pieces a corpus uses (toolkit.training.vocab_trim)."""
+
+    pieces: int
+    texts_checked: int
+    of: int
+
+
+@dataclass
+class VocabRows(Record):
+    """The original's embedding rows kept, of how many, and the trim when trimmed."""
+
+    rows: int
+    of: int
+    trim: VocabTrim | None = None
+
+
+@dataclass
 class ConvertMeta(ArtifactMeta):
     """`convert.json`: the Hugging Face folder a PaddleNLP folder was made from, and how close the two compute."""
 
@@ -38,15 +66,15 @@ class ConvertMeta(ArtifactMeta):
     source: str
     model_type: str
     weights_file: str
-    check: dict  # texts, tokens, max_abs_diff (last hidden states, numpy on the original against Paddle), tolerance
+    check: ConversionCheck
     meta_version: int = layout.META_VERSION
     written_by: str = "senti convert"
     tensors: int = 0
     left_out: list[str] = field(default_factory=list)  # the original's tensors ERNIE has no place for (heads)
     fresh: list[str] = field(default_factory=list)  # ERNIE's tensors the original has not (a missing pooler)
     tokenizer: str = layout.VOCAB  # vocab.txt (WordPiece, ErnieTokenizer) or tokenizer.json (core.json_tokenizer)
-    vocab: dict = field(default_factory=dict)  # rows kept of the original's embeddings, and the trim when trimmed
-    versions: dict = field(default_factory=dict)
+    vocab: VocabRows | None = None  # rows kept of the original's embeddings, and the trim when trimmed
+    versions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -56,7 +84,7 @@ class Vocabulary:
 
     tokenizer: Any
     rows: np.ndarray
-    trim: dict | None = None
+    trim: VocabTrim | None = None
 
 
 def _vocabulary(folder: Path, hf: HFFolder, trim_texts: list[str] | None) -> Vocabulary:
@@ -70,7 +98,8 @@ def _vocabulary(folder: Path, hf: HFFolder, trim_texts: list[str] | None) -> Voc
     definition, rows, trim = tok.definition or "", np.arange(tok.size), None
     if trim_texts and tok.size > TRIM_ABOVE and tok.kind == "Unigram":
         trimmed = trim_unigram(definition, trim_texts, hf.path / layout.TOKENIZER_JSON)
-        definition, rows, trim = trimmed.definition, trimmed.kept, {**trimmed.to_json(), "of": tok.size}
+        definition, rows, trim = trimmed.definition, trimmed.kept, VocabTrim(int(len(trimmed.kept)),
+                                                                             trimmed.texts_checked, tok.size)
     return Vocabulary(JsonTokenizer(definition, hf.path / layout.TOKENIZER_JSON, **tok.specials), rows, trim)
 
 
@@ -90,7 +119,7 @@ def _model(hf: HFFolder, weights: dict[str, np.ndarray], vocab_size: int):
     return model
 
 
-def check_conversion(hf: HFFolder, model, vocabulary: Vocabulary) -> dict:
+def check_conversion(hf: HFFolder, model, vocabulary: Vocabulary) -> ConversionCheck:
     """The converted model's last hidden states against a numpy forward pass of the original tensors (fed the
     original's ids of the same pieces), on a few texts: refused in one line unless serving.parity.conversion_fits."""
     import paddle
@@ -111,8 +140,8 @@ def check_conversion(hf: HFFolder, model, vocabulary: Vocabulary) -> dict:
     if not conversion_fits(largest):
         raise ArtifactError(f"{hf.path}: the converted model differs from the original by {largest:.2e} (over "
                             f"{CONVERSION_TOLERANCE:g}) in its last hidden states; not converted")
-    return {"texts": len(CHECK_TEXTS), "tokens": int(real.sum()), "max_abs_diff": largest,
-            "tolerance": CONVERSION_TOLERANCE}
+    return ConversionCheck(texts=len(CHECK_TEXTS), tokens=int(real.sum()), max_abs_diff=largest,
+                           tolerance=CONVERSION_TOLERANCE)
 
 
 def convert_folder(source: Path, out_dir: Path, trim_texts: list[str] | None = None) -> ConvertMeta:
@@ -132,8 +161,8 @@ def convert_folder(source: Path, out_dir: Path, trim_texts: list[str] | None = N
                            weights_file=hf.weights_file, check=check, tensors=len(weights), left_out=left_out,
                            fresh=[n for n in model.state_dict() if n not in weights],
                            tokenizer=TokenizerSettings.of(vocabulary.tokenizer).vocab_file,
-                           vocab={"rows": int(len(vocabulary.rows)), "of": int(hf.config["vocab_size"]),
-                                  "trim": vocabulary.trim}, versions=versions())
+                           vocab=VocabRows(int(len(vocabulary.rows)), int(hf.config["vocab_size"]), vocabulary.trim),
+                           versions=versions())
         save_checkpoint(model, vocabulary.tokenizer, Path(out_dir), meta)
     return meta
 

@@ -19,7 +19,7 @@ import numpy as np
 from senti.core import layout
 from senti.core.artifacts import SplitRecipe
 from senti.core.batching import pad_batch
-from senti.core.checkpoint import check_weights_format
+from senti.core.checkpoint import ModelSource, check_weights_format
 from senti.core.errors import SentiError
 from senti.core.sequence import length_to_use
 from senti.serving.tokenizer import read_vocab
@@ -29,7 +29,7 @@ from senti.toolkit.data.splits import load_recipe, recorded_dataset
 from senti.toolkit.data.unlabeled import unlabeled_texts
 from senti.toolkit.evaluation.evaluate import predict_logits
 from senti.toolkit.evaluation.metrics import classification_metrics
-from senti.toolkit.records import DistillReport, TrainingMetrics
+from senti.toolkit.records import DataStats, DistillReport, DistillSide, ExtraTexts, TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
 from senti.toolkit.training.config import DistillConfig
 from senti.toolkit.training.models import (
@@ -152,14 +152,13 @@ def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_
         shape = STUDENT_PRESETS[spec]
         student = classifier_class(ngram_buckets)(ernie_config(shape, t_cfg.vocab_size, labels, max_seq_len,
                                                                ngram_buckets))
-        source = {"source": "preset", "preset": spec, "shape": shape, "ngram_buckets": ngram_buckets}
+        source = ModelSource("preset", preset=spec, shape=shape, ngram_buckets=ngram_buckets)
     elif Path(spec).expanduser().is_dir() and not is_checkpoint(Path(spec).expanduser()):
         path = Path(spec).expanduser()
         readable, _keep, note = readable_folder(path)  # a Hugging Face folder converted first
         student, _, report = pretrained_folder(readable, classifier_class(ngram_buckets), trust_pickle and _keep is None,
                                                labels, ngram_buckets)
-        source = {"source": "pretrained", "path": str(path.resolve()), "loaded": report + note,
-                  "ngram_buckets": ngram_buckets}
+        source = ModelSource("pretrained", path=str(path.resolve()), loaded=report + note, ngram_buckets=ngram_buckets)
         if _vocabulary(readable) != _vocabulary(teacher_dir):
             raise SentiError(f"student {spec} has a different vocabulary from the teacher's; "
                              "a student must share the teacher's vocab.txt (fine-tune the teacher from the same "
@@ -174,7 +173,7 @@ def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_
         except Exception as err:  # PaddleNLP raises assorted types when a name cannot be fetched
             raise SentiError(f"could not load student '{spec}' ({type(err).__name__}); use a preset "
                              f"({', '.join(STUDENT_PRESETS)}) or a local checkpoint") from None
-        source = {"source": "checkpoint" if path.is_dir() else "paddlenlp", "name": spec}
+        source = ModelSource("checkpoint" if path.is_dir() else "paddlenlp", name=spec)
         if path.is_dir() and _vocabulary(path) != _vocabulary(teacher_dir):
             raise SentiError(f"student {spec} has a different vocabulary from the teacher's; "
                              "a student must share the teacher's vocab.txt")
@@ -190,7 +189,7 @@ def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_
                 t_cfg.hidden_size, t_cfg.intermediate_size, t_cfg.num_attention_heads):
             raise SentiError("--init-from-teacher needs the teacher's width (hidden, feed-forward and heads); "
                              f"student has hidden {s_cfg.hidden_size}, teacher {t_cfg.hidden_size}")
-        source["init_layers"] = _copy_teacher_layers(student, teacher)
+        source.init_layers = _copy_teacher_layers(student, teacher)
     return student, source
 
 
@@ -272,7 +271,7 @@ class DistillRun(ClassifierRun[DistillConfig]):
         self.metrics = TrainingMetrics(
             written_by="senti distill", model=s_source, device=self.device, world_size=self.world,
             precision=self.precision, amp_requested=config.amp, versions=versions(), runtime=self.runtime,
-            data={**splits.stats(), "extra_texts": extra_stats, "truncated_texts": {"train": cut}})
+            data=DataStats.from_json({**splits.stats(), "extra_texts": extra_stats, "truncated_texts": {"train": cut}}))
         teacher.eval()
 
     def loss(self, index) -> Step:
@@ -297,16 +296,17 @@ class DistillRun(ClassifierRun[DistillConfig]):
         return Step(loss, {name: float(value) for name, (_, value) in values.items()}, self.tokens(index))
 
 
-def run_distillation(config: DistillConfig, say=print, progress=None) -> dict:
-    """Distill per `config`; writes an ordinary checkpoint plus distill.json; returns distill.json's content."""
+def run_distillation(config: DistillConfig, say=print, progress=None) -> DistillReport | None:
+    """Distill per `config`; writes an ordinary checkpoint plus distill.json; returns the report (None on a worker
+    other than rank 0, which writes it)."""
     run = DistillRun(config, default_lr(config.student, from_scratch=config.student in STUDENT_PRESETS), say,
                      progress)
-    metrics = run.run()
+    run.run()
     if not run.main:  # rank 0 alone has the checkpoint (and writes the report)
-        return {}
-    report = _report(run, metrics)
+        return None
+    report = _report(run)
     report.write(run.out)
-    return report.to_json()
+    return report
 
 
 def _ngram_mixer(weight: float, splits, labels, seed: int, say):
@@ -330,7 +330,7 @@ def _size_mb(folder: Path) -> float:
     return sum(f.stat().st_size for f in folder.iterdir() if f.is_file()) / 2**20
 
 
-def _report(run: DistillRun, metrics: dict) -> DistillReport:
+def _report(run: DistillRun) -> DistillReport:
     """Teacher against the student checkpoint that was kept: sizes, dev figures, and test figures when the data
     has a test split."""
     from senti.core.checkpoint import load_checkpoint
@@ -339,18 +339,18 @@ def _report(run: DistillRun, metrics: dict) -> DistillReport:
     tokenizer, max_len, labels, extra_stats, mix = run.tokenizer, run.max_len, run.labels, run.extra_stats, run.mix
 
     best, _, _ = load_checkpoint(out)  # score the checkpoint that was kept, not the last step
-    report = {
-        "settings": config.to_json(),
-        "teacher": {"path": str(Path(config.teacher).resolve()), "dev_accuracy": teacher_dev["accuracy"],
-                    "dev_macro_f1": teacher_dev["macro_f1"],
-                    "parameters": int(sum(p.numel() for p in teacher.parameters())),
-                    "size_mb": _size_mb(Path(config.teacher))},
-        "student": {"dev_accuracy": metrics["best"]["dev_accuracy"], "dev_macro_f1": metrics["best"]["dev_macro_f1"],
-                    "parameters": int(sum(p.numel() for p in best.parameters())), "size_mb": _size_mb(out),
-                    "model": metrics["model"]},
-        "extra_texts": extra_stats,
-    }
-    report["student"]["kept_of_teacher_accuracy"] = report["student"]["dev_accuracy"] / max(teacher_dev["accuracy"], 1e-9)
+    kept = run.metrics.best
+    assert kept is not None  # a finished run kept a checkpoint
+    report = DistillReport(
+        settings=json.loads(json.dumps(config.to_json())),  # plain JSON types, as the file will hold
+        teacher=DistillSide(dev_accuracy=teacher_dev["accuracy"], dev_macro_f1=teacher_dev["macro_f1"],
+                            parameters=int(sum(p.numel() for p in teacher.parameters())),
+                            size_mb=_size_mb(Path(config.teacher)), path=str(Path(config.teacher).resolve())),
+        student=DistillSide(dev_accuracy=kept.dev_accuracy, dev_macro_f1=kept.dev_macro_f1,
+                            parameters=int(sum(p.numel() for p in best.parameters())), size_mb=_size_mb(out),
+                            model=run.metrics.model,
+                            kept_of_teacher_accuracy=kept.dev_accuracy / max(teacher_dev["accuracy"], 1e-9)),
+        extra_texts=ExtraTexts.from_json(extra_stats) if extra_stats else None)
     if splits.test:
         test_ids, _ = encode_texts(tokenizer, [e.text for e in splits.test], max_len)
         test_y = np.array([labels.index(e.label) for e in splits.test])
@@ -360,5 +360,6 @@ def _report(run: DistillRun, metrics: dict) -> DistillReport:
             if name == "teacher" and mix:  # the teacher the student learned from: the mixture
                 logits = mix(test_texts, logits)
             result = classification_metrics(test_y, logits.argmax(1), labels)
-            report[name].update(test_accuracy=result["accuracy"], test_macro_f1=result["macro_f1"])
-    return DistillReport(**json.loads(json.dumps(report)))  # plain JSON types, as the file will hold
+            side = report.teacher if name == "teacher" else report.student
+            side.test_accuracy, side.test_macro_f1 = result["accuracy"], result["macro_f1"]
+    return report

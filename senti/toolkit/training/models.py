@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from senti.core import layout
-from senti.core.checkpoint import load_checkpoint, model_files_inside
-from senti.core.errors import SentiError
+from senti.core.checkpoint import CheckpointMeta, ModelSource, load_checkpoint, model_files_inside
+from senti.core.errors import ArtifactError, SentiError
 from senti.core.sequence import text_windows
 from senti.toolkit.training.hf_convert import is_hf_folder
 
@@ -63,10 +63,10 @@ def weights_origin(spec: str) -> str:
     if not is_checkpoint(path):
         return "pretrained"
     try:
-        model = json.loads((path / layout.CHECKPOINT_META).read_text(encoding="utf-8")).get("model") or {}
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        model = CheckpointMeta.read(path).model
+    except ArtifactError:
         return "paddlenlp"
-    origin = model.get("origin") or model.get("source")
+    origin = model.origin or model.source
     return {"preset": "scratch"}.get(origin, origin) if origin in (*ORIGIN_LR, "preset") else "paddlenlp"
 
 
@@ -152,8 +152,7 @@ def build_model(spec: str, labels: list[str], train_texts, max_seq_len: int, tru
             raise SentiError(
                 f"checkpoint {spec} was trained on labels {meta.labels}, the dataset has {labels}"
             )
-        return model, tokenizer, {"source": "checkpoint", "path": str(Path(spec).resolve()),
-                                  "origin": weights_origin(spec)}
+        return model, tokenizer, ModelSource("checkpoint", path=str(Path(spec).resolve()), origin=weights_origin(spec))
     if spec.startswith("scratch:"):
         raise SentiError(f"unknown preset '{spec}'; choose scratch:tiny, scratch:small or scratch:<shape> "
                          f"with a shape from {', '.join(SHAPES)}")
@@ -172,11 +171,11 @@ def readable_folder(path: Path, trim_texts: list[str] | None = None) -> tuple[Pa
     folder, meta = converted_start(path, trim_texts)
     note = "".join(f"; not in the original, left random: {', '.join(meta.fresh)}" for _ in meta.fresh[:1])
     note += (f"; converted from Hugging Face {meta.model_type} ({meta.weights_file}), last hidden states within "
-             f"{meta.check['max_abs_diff']:.1e} of the original's")
-    if meta.vocab.get("trim"):
-        note += (f"; its vocabulary trimmed to the {meta.vocab['rows']:,} of {meta.vocab['trim']['of']:,} pieces the "
+             f"{meta.check.max_abs_diff:.1e} of the original's")
+    if meta.vocab is not None and meta.vocab.trim is not None:
+        note += (f"; its vocabulary trimmed to the {meta.vocab.rows:,} of {meta.vocab.trim.of:,} pieces the "
                  f"training texts use (with every single character), the same pieces for all "
-                 f"{meta.vocab['trim']['texts_checked']:,} texts")
+                 f"{meta.vocab.trim.texts_checked:,} texts")
     return Path(folder.name), folder, note
 
 
@@ -188,8 +187,8 @@ def _build_from_folder(path: Path, labels, train_texts, trust_pickle: bool, ngra
                                                  labels, ngram_buckets)
     if keep is not None:
         tokenizer._senti_vocab_folder = keep
-    return model, tokenizer, {"source": weights_origin(str(path)), "path": str(path.resolve()), "loaded": report + note,
-                              "ngram_buckets": ngram_buckets}
+    return model, tokenizer, ModelSource(weights_origin(str(path)), path=str(path.resolve()), loaded=report + note,
+                                         ngram_buckets=ngram_buckets)
 
 
 def _build_scratch(preset: str, labels, train_texts, max_seq_len, ngram_buckets: int = 0):
@@ -205,8 +204,8 @@ def _build_scratch(preset: str, labels, train_texts, max_seq_len, ngram_buckets:
     tokenizer._senti_vocab_folder = folder
     shape = PRESETS[preset]
     model = classifier_class(ngram_buckets)(ernie_config(shape, len(vocab), labels, max_seq_len, ngram_buckets))
-    return model, tokenizer, {"source": "scratch", "preset": preset, "shape": shape, "vocab_size": len(vocab),
-                              "ngram_buckets": ngram_buckets}
+    return model, tokenizer, ModelSource("scratch", preset=preset, shape=shape, vocab_size=len(vocab),
+                                         ngram_buckets=ngram_buckets)
 
 
 def _load_pretrained(name: str, labels):
@@ -226,7 +225,7 @@ def _load_pretrained(name: str, labels):
             f"could not load pretrained model '{name}' ({type(err).__name__}: {str(err).splitlines()[0][:80]}...); "
             f"offline? use a local checkpoint folder or a preset ({', '.join(PRESETS)})"
         ) from None
-    return model, tokenizer, {"source": "paddlenlp", "name": name}
+    return model, tokenizer, ModelSource("paddlenlp", name=name)
 
 
 def is_checkpoint(path: Path) -> bool:

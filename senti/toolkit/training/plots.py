@@ -27,16 +27,16 @@ def plot_training_curves(metrics: TrainingMetrics, path: Path) -> None:
         ax_loss.legend()
     ax_loss.set(title="train loss", xlabel="step", ylabel="cross-entropy")
     if evals:
-        steps = [e["step"] for e in evals]
-        ax_dev.plot(steps, [e["dev_accuracy"] for e in evals], "o-", label="accuracy")
-        ax_dev.plot(steps, [e["dev_macro_f1"] for e in evals], "s--", label="macro-F1")
-    if metrics.baseline:
-        ax_dev.axhline(metrics.baseline["dev"]["accuracy"], color="grey", linestyle=":",
-                       label=f"n-gram baseline {metrics.baseline['dev']['accuracy']:.3f}")
-    if evals or metrics.baseline:
+        steps = [e.step for e in evals]
+        ax_dev.plot(steps, [e.dev_accuracy for e in evals], "o-", label="accuracy")
+        ax_dev.plot(steps, [e.dev_macro_f1 for e in evals], "s--", label="macro-F1")
+    baseline = metrics.baseline.dev if metrics.baseline else None
+    if baseline:
+        ax_dev.axhline(baseline.accuracy, color="grey", linestyle=":", label=f"n-gram baseline {baseline.accuracy:.3f}")
+    if evals or baseline:
         ax_dev.legend()
     ax_dev.set(title="dev", xlabel="step", ylim=(0, 1))
-    fig.suptitle(f"{metrics.model.get('preset') or metrics.model.get('name', '')} "
+    fig.suptitle(f"{metrics.model.preset or metrics.model.name or ''} "
                  f"on {metrics.device} ({metrics.precision})")
     fig.tight_layout()
     tmp = Path(path).with_suffix(".tmp.png")
@@ -53,7 +53,7 @@ def plot_pretraining_curves(metrics: PretrainMetrics, path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    losses = np.asarray([s["loss"] for s in metrics.steps], dtype=float)
+    losses = np.asarray([s.loss for s in metrics.steps], dtype=float)
     evals = metrics.evaluations
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.8))
     if len(losses):
@@ -62,8 +62,8 @@ def plot_pretraining_curves(metrics: PretrainMetrics, path: Path) -> None:
         ax_loss.plot(np.arange(window, len(losses) + 1), np.convolve(losses, np.ones(window) / window, "valid"),
                      label=f"mean of {window}")
     if evals:
-        ax_loss.plot([e["step"] for e in evals], [e["mlm_loss"] for e in evals], "o-", label="held-out")
-        ax_acc.plot([e["step"] for e in evals], [e["masked_accuracy"] for e in evals], "o-")
+        ax_loss.plot([e.step for e in evals], [e.mlm_loss for e in evals], "o-", label="held-out")
+        ax_acc.plot([e.step for e in evals], [e.masked_accuracy for e in evals], "o-")
     ax_loss.legend()
     ax_loss.set(title="masked-LM loss", xlabel="step", ylabel="cross-entropy")
     ax_acc.set(title="held-out masked-token accuracy", xlabel="step", ylim=(0, 1))

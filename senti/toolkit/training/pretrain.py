@@ -12,20 +12,21 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta, TokenizerSettings
+from senti.core.artifacts import ArtifactMeta, Record, TokenizerSettings
+from senti.core.checkpoint import ModelSource, Parallel
 from senti.core.errors import SentiError
 from senti.core.runtime import runtime_record
 from senti.core.sequence import text_budget
 from senti.serving.tokenizer import FastTokenizer
 from senti.toolkit.data.corpus import TokenizedCorpus, tokenize_corpus
-from senti.toolkit.records import PretrainMetrics
+from senti.toolkit.records import CorpusSource, CorpusStats, HeldoutFigures, PretrainMetrics, PretrainStep
 from senti.toolkit.training.callbacks import Callback, ProgressBar, SaveCadence, TimeBudget
 from senti.toolkit.training.checkpoint import save_checkpoint, versions
 from senti.toolkit.training.collective import node_of, nodes
@@ -85,19 +86,37 @@ class PretrainMeta(ArtifactMeta):
     NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {"tokenizer": TokenizerSettings.from_json}
     max_seq_len: int
     tokenizer: TokenizerSettings
-    model: dict
-    corpus: dict
+    model: ModelSource
+    corpus: CorpusRecord
     steps: int
-    masking: dict
-    heldout: dict | None
-    versions: dict
+    masking: MaskingRecord
+    heldout: HeldoutFigures | None
+    versions: dict[str, str]
     kind: str = "pretrained"
     written_by: str = "senti pretrain"
     meta_version: int = layout.META_VERSION
     elapsed_minutes: float = 0.0
-    lineage: dict | None = None
-    parallel: dict | None = None  # {world_size, nodes} of the run that wrote it
-    extra: dict = field(default_factory=dict)
+    parallel: Parallel | None = None
+
+
+@dataclass
+class CorpusRecord(Record):
+    """What a pretrained folder was pretrained on."""
+
+    sources: list[CorpusSource]
+    fingerprint: str
+    tokens: int
+    sequences: int
+    unk_rate: float
+
+
+@dataclass
+class MaskingRecord(Record):
+    """How tokens were masked: whole words or characters, the rate, the [MASK] / random / kept split."""
+
+    kind: str
+    rate: float
+    split: str
 
 
 def _start_model(config: PretrainConfig, say):
@@ -131,7 +150,7 @@ def _start_model(config: PretrainConfig, say):
         tokenizer._senti_vocab_folder = folder
         model_config = ernie_config(PRESETS[spec], len(vocab), ["_"], config.max_seq_len)
         say(f"from scratch: {PRESETS[spec]}, a vocabulary of {len(vocab)} tokens built from the corpus")
-        return ErnieForMaskedLM(model_config), tokenizer, vocab_file, {"source": "scratch", "shape": PRESETS[spec]}
+        return ErnieForMaskedLM(model_config), tokenizer, vocab_file, ModelSource("scratch", shape=PRESETS[spec])
     path = Path(spec).expanduser()
     if not path.is_dir():
         raise SentiError(f"--model {spec}: pretraining starts from scratch:<shape>, a checkpoint or a PaddleNLP "
@@ -144,7 +163,7 @@ def _start_model(config: PretrainConfig, say):
     if keep is not None:
         tokenizer._senti_vocab_folder = keep
     say(f"continuing {path}: {report}{note}")
-    return model, tokenizer, readable / layout.VOCAB, {"source": "continued", "path": str(path.resolve())}
+    return model, tokenizer, readable / layout.VOCAB, ModelSource("continued", path=str(path.resolve()))
 
 
 class PretrainRun(Run[PretrainConfig]):
@@ -274,7 +293,8 @@ class PretrainRun(Run[PretrainConfig]):
             for _ in range(self.step):
                 self.schedule.step()
         else:
-            self.metrics = PretrainMetrics(written_by="senti pretrain", model=self.source, corpus=self.corpus.stats,
+            self.metrics = PretrainMetrics(written_by="senti pretrain", model=self.source,
+                                           corpus=CorpusStats.from_json(self.corpus.stats),
                                            runtime=runtime_record(), world_size=self.world, nodes=nodes(),
                                            versions=versions(), precision=self.precision)
 
@@ -302,7 +322,7 @@ class PretrainRun(Run[PretrainConfig]):
         target = paddle.to_tensor(labels)
         return F.cross_entropy(scores, target), (scores.argmax(-1) == target).astype("float32").sum()
 
-    def evaluate(self) -> dict | None:
+    def evaluate(self) -> HeldoutFigures | None:
         """MLM loss and masked-token accuracy on the held-out sequences, masked the same way every time."""
         import paddle
 
@@ -317,22 +337,21 @@ class PretrainRun(Run[PretrainConfig]):
                 hits += float(hit)
                 total += len(batch[2])
         self.model.train()
-        return {"mlm_loss": loss_sum / total, "masked_accuracy": hits / total, "masked_tokens": int(total)}
+        return HeldoutFigures(mlm_loss=loss_sum / total, masked_accuracy=hits / total, masked_tokens=int(total))
 
     def save(self, step: int, elapsed_minutes: float) -> None:
         """Weights, tokenizer, senti.json and the resume state, replaced atomically; then metrics and snapshots."""
         record = self.evaluate()
         if record:
-            self.metrics.evaluations.append({"step": step, **record})
+            self.metrics.evaluations.append(replace(record, step=step))
         stats = self.corpus.stats
         meta = PretrainMeta(
             max_seq_len=self.config.max_seq_len, model=self.source, versions=self.metrics.versions, steps=step,
             tokenizer=TokenizerSettings.of(self.tokenizer),
-            corpus={"sources": stats["corpora"], "fingerprint": stats["fingerprint"], "tokens": stats["tokens"],
-                    "sequences": stats["sequences"], "unk_rate": stats["unk_rate"]},
-            masking={"kind": self.config.masking, "rate": self.config.mask_rate, "split": "80/10/10"},
-            heldout=record, elapsed_minutes=round(elapsed_minutes, 2),
-            parallel={"world_size": self.world, "nodes": nodes()})
+            corpus=CorpusRecord.from_json({"sources": stats["corpora"], **{k: stats[k] for k in (
+                "fingerprint", "tokens", "sequences", "unk_rate")}}),
+            masking=MaskingRecord(self.config.masking, self.config.mask_rate, "80/10/10"),
+            heldout=record, elapsed_minutes=round(elapsed_minutes, 2), parallel=Parallel(self.world, nodes()))
         state = {"step": step, "elapsed_minutes": elapsed_minutes, "metrics": self.metrics.to_json()}
         save_checkpoint(self.model, self.tokenizer, self.out, meta, self.config, extra={
             layout.PRETRAIN_STATE: lambda path: save_state(self.optimizer, self.model, path, state)})
@@ -344,11 +363,11 @@ class PretrainRun(Run[PretrainConfig]):
         if self.config.snapshots:
             _snapshot(self.out, step)
         if record:
-            self.say(f"step {step}: held-out MLM loss {record['mlm_loss']:.3f}, masked-token accuracy "
-                     f"{record['masked_accuracy']:.3f}; saved")
+            self.say(f"step {step}: held-out MLM loss {record.mlm_loss:.3f}, masked-token accuracy "
+                     f"{record.masked_accuracy:.3f}; saved")
 
 
-def run_pretraining(config: PretrainConfig, say=print, progress=None) -> dict:
+def run_pretraining(config: PretrainConfig, say=print, progress=None) -> PretrainMetrics:
     """Pretrain per `config` into `config.output_dir`; returns the metrics (also in metrics.json)."""
     return PretrainRun(config, (PRETRAIN_LR, "pretraining's default"), say, progress).run()
 
@@ -362,7 +381,7 @@ class PretrainRecords(Callback):
 
     def on_step_end(self, run, control, step, value) -> None:
         run.rate = run.tokens_this_run / run.clock.this_run_seconds()
-        run.metrics.steps.append({"step": run.step, "loss": value, "tokens_per_s": run.rate})
+        run.metrics.steps.append(PretrainStep(run.step, value, run.rate))
 
     def on_save(self, run, control) -> None:
         run.save(run.step, run.clock.minutes())

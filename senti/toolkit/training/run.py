@@ -24,12 +24,12 @@ from typing import Any, Generic, Literal, TypeVar
 import numpy as np
 
 from senti.core import layout, stopping
-from senti.core.checkpoint import CheckpointMeta
+from senti.core.checkpoint import CheckpointMeta, EvalPoint, Parallel
 from senti.core.errors import SentiError
 from senti.core.runtime import configure_runtime
 from senti.toolkit.evaluation.evaluate import choose_ngram_weight, predict_logits
 from senti.toolkit.evaluation.metrics import classification_metrics
-from senti.toolkit.records import TrainingMetrics
+from senti.toolkit.records import EpochRecord, Interrupted, Interval, ParentAgainstKept, PassedBaseline, TrainingMetrics
 from senti.toolkit.training.callbacks import (
     Callback,
     Control,
@@ -224,8 +224,8 @@ class Run(Generic[Settings]):
 
     # --- the run -----------------------------------------------------------------------------------------------
 
-    def run(self) -> dict:
-        """Prepare, join the other workers, train, write the records; returns the metrics (raises if
+    def run(self):
+        """Prepare, join the other workers, train, write the records; returns the metrics record (raises if
         interrupted). What one rank does alone happens in `prepare`, before the group exists."""
         import paddle
 
@@ -246,9 +246,9 @@ class Run(Generic[Settings]):
         if self.main:
             self.finish()
         if self.metrics.interrupted:
-            raise TrainingInterrupted(f"{self.task_name} interrupted by {self.metrics.interrupted['signal']} at step "
-                                      f"{self.metrics.interrupted['step']}; {self.kept()}")
-        return self.metrics.to_json()
+            raise TrainingInterrupted(f"{self.task_name} interrupted by {self.metrics.interrupted.signal} at step "
+                                      f"{self.metrics.interrupted.step}; {self.kept()}")
+        return self.metrics
 
     def loop(self) -> None:
         """Epochs of length-bucketed batches dealt out to the workers, until the last step or a callback's stop.
@@ -277,8 +277,7 @@ class Run(Generic[Settings]):
                     break
                 stats = self._epoch(batches, first, scaler, (callbacks, control))
                 if stopping.signal_name():
-                    self.metrics.interrupted = {"signal": stopping.signal_name(), "epoch": self.epoch,
-                                                "step": self.step}
+                    self.metrics.interrupted = Interrupted(stopping.signal_name() or "", self.step, self.epoch)
                     break
                 _fire(callbacks, "on_epoch_end", self, control, stats)
                 _act(callbacks, self, control)
@@ -369,13 +368,17 @@ def accuracy_interval(accuracy: float, n: int) -> float:
     return round(1.96 * float(np.sqrt(p * (1 - p) / (n + 4))), 4)
 
 
-def better(record: dict, best: dict, small_dev: bool = True) -> bool:
+def better(record: EvalPoint, best: EvalPoint, small_dev: bool = True) -> bool:
     """Whether a dev record beats the best so far: accuracy, then macro-F1, then, on a small dev set (where
     checkpoints often score the same), the lower log-loss."""
-    key = ("dev_accuracy", "dev_macro_f1")
-    if tuple(record[k] for k in key) != tuple(best[k] for k in key) or not small_dev:
-        return tuple(record[k] for k in key) > tuple(best[k] for k in key)
-    return record.get("dev_log_loss", np.inf) < best.get("dev_log_loss", np.inf)
+    mine, theirs = (record.dev_accuracy, record.dev_macro_f1), (best.dev_accuracy, best.dev_macro_f1)
+    if mine != theirs or not small_dev:
+        return mine > theirs
+    return _or_inf(record.dev_log_loss) < _or_inf(best.dev_log_loss)
+
+
+def _or_inf(value: float | None) -> float:
+    return np.inf if value is None else value
 
 
 class ClassifierRun(Run[Classifier]):
@@ -450,14 +453,14 @@ class ClassifierRun(Run[Classifier]):
 
     def kept(self) -> str:
         best = self.metrics.best
-        return f"the best checkpoint so far (step {best['step']}) is kept in {self.out}" if best \
+        return f"the best checkpoint so far (step {best.step}) is kept in {self.out}" if best \
             else "no checkpoint was saved"
 
     def open_records(self) -> None:
         """The run's records opened once the optimizer exists; the parent, when continuing one, is the first
         checkpoint."""
-        parallel = {"world_size": self.world, "nodes": nodes()}
-        self.metrics.world_size, self.metrics.nodes = self.world, parallel["nodes"]
+        parallel = Parallel(self.world, nodes())
+        self.metrics.world_size, self.metrics.nodes = parallel.world_size, parallel.nodes
         self.meta = replace(self.meta, parallel=parallel)
         if self.main:
             self.out.mkdir(parents=True, exist_ok=True)  # the settings are saved with the first checkpoint
@@ -473,40 +476,41 @@ class ClassifierRun(Run[Classifier]):
             self.keep_parent()
 
     def record_epoch(self, stats: EpochStats) -> None:
-        last = self.metrics.evaluations[-1] if self.metrics.evaluations else {}
+        last = self.metrics.evaluations[-1] if self.metrics.evaluations else None
         wall = stats.wall_seconds
-        self.metrics.epochs.append({
-            "epoch": stats.epoch, "steps": len(stats.losses), "wall_seconds": wall,
-            "train_samples_per_s": stats.samples * self.world / wall, "train_tokens_per_s": stats.tokens * self.world / wall,
-            "train_loss": float(np.mean(stats.losses)) if stats.losses else None,
-            "dev_accuracy": last.get("dev_accuracy"), "dev_macro_f1": last.get("dev_macro_f1"),
-        })
+        self.metrics.epochs.append(EpochRecord(
+            epoch=stats.epoch, steps=len(stats.losses), wall_seconds=wall,
+            train_samples_per_s=stats.samples * self.world / wall, train_tokens_per_s=stats.tokens * self.world / wall,
+            train_loss=float(np.mean(stats.losses)) if stats.losses else None,
+            dev_accuracy=last.dev_accuracy if last else None, dev_macro_f1=last.dev_macro_f1 if last else None))
 
     def finish(self) -> None:
         if self.interpolate != "off" and not self.metrics.interrupted:
             self.blend_with_parent()
-        best = self.metrics.best or {}
-        if best.get("parent"):
+        best = self.metrics.best
+        if best is not None and best.parent:
             self.metrics.kept_parent = True
-            self.say(f"no checkpoint beat the parent on the new dev labels (parent {best['dev_accuracy']:.4f}): "
+            self.say(f"no checkpoint beat the parent on the new dev labels (parent {best.dev_accuracy:.4f}): "
                      f"{self.out} holds the parent's weights")
-        if self.parent_first and self.metrics.evaluations and self.main:
+        if self.parent_first and self.metrics.evaluations and best is not None and self.main:
             self.compare_with_parent(self.metrics.evaluations[0], best)
         finish_run(self.out, self.metrics)
 
-    def compare_with_parent(self, parent: dict, kept: dict) -> None:
+    def compare_with_parent(self, parent: EvalPoint, kept: EvalPoint) -> None:
         """The parent's and the kept model's figures side by side, each with its 95% interval: on a few dozen dev
         labels the two often differ by less than the interval, and the reader should see that."""
         sizes = {"dev_accuracy": len(self.dev_ids), "old_dev_accuracy": len(self.old_dev[1]) if self.old_dev else 0}
-        figures = (("parent", parent), ("kept", kept))
-        table: dict[str, dict[str, Any]] = {
-            key: {"texts": n, **{who: {"accuracy": r[key], "interval": accuracy_interval(r[key], n)} for who, r in figures}}
-            for key, n in sizes.items() if n and key in parent and key in kept}
+        table: dict[str, ParentAgainstKept] = {}
+        for key, n in sizes.items():
+            before, after = getattr(parent, key), getattr(kept, key)
+            if n and before is not None and after is not None:
+                table[key] = ParentAgainstKept(n, Interval(before, accuracy_interval(before, n)),
+                                               Interval(after, accuracy_interval(after, n)))
         self.metrics.parent_comparison = table
-        said = [f"{'new dev' if key == 'dev_accuracy' else 'parent dev'} ({row['texts']}) "
-                f"{row['parent']['accuracy']:.4f} ±{row['parent']['interval']:.3f} -> "
-                f"{row['kept']['accuracy']:.4f} ±{row['kept']['interval']:.3f}" for key, row in table.items()]
-        self.say(f"parent -> {'parent kept' if kept.get('parent') else 'kept checkpoint'}: {'; '.join(said)} "
+        said = [f"{'new dev' if key == 'dev_accuracy' else 'parent dev'} ({row.texts}) "
+                f"{row.parent.accuracy:.4f} ±{row.parent.interval:.3f} -> "
+                f"{row.kept.accuracy:.4f} ±{row.kept.interval:.3f}" for key, row in table.items()]
+        self.say(f"parent -> {'parent kept' if kept.parent else 'kept checkpoint'}: {'; '.join(said)} "
                  "(95% intervals)")
 
     def blend_with_parent(self) -> None:
@@ -517,17 +521,16 @@ class ClassifierRun(Run[Classifier]):
         from senti.toolkit.training.blend import blend_shares, blended
 
         best = self.metrics.best
-        if best is None or best.get("parent") or self.parent_weights is None or self.child_weights is None:
+        if best is None or best.parent or self.parent_weights is None or self.child_weights is None:
             return  # the parent was kept: there is no child to blend with
         parent, small = self.metrics.evaluations[0], len(self.dev_ids) < SMALL_DEV
         chosen, chosen_weights, tried = best, self.child_weights, []
         for share in blend_shares(self.interpolate):
             mixed = blended(self.parent_weights, self.child_weights, share)
             self.model.set_state_dict(mixed)
-            record = {**self.evaluate(best["epoch"], best["step"]), "blend": share}
+            record = replace(self.evaluate(best.epoch, best.step), blend=share)
             passes = better(record, parent, small) and not self.forgets(record)
-            tried.append(BlendTried(share, passes, record["dev_accuracy"], record["dev_log_loss"],
-                                    record.get("old_dev_accuracy")))
+            tried.append(BlendTried(share, passes, record.dev_accuracy, record.dev_log_loss or 0.0, record.old_dev_accuracy))
             if passes and (self.interpolate != "auto" or better(record, chosen, small)):
                 chosen, chosen_weights = record, mixed
         self.metrics.blends = tried
@@ -537,11 +540,11 @@ class ClassifierRun(Run[Classifier]):
             self.say(f"no blend of parent and child (the child's share {shares}) passed or did better on the new dev "
                      "labels: the child is kept")
             return
-        self.evaluate(chosen["epoch"], chosen["step"])  # the n-gram weight and offsets of the chosen blend
+        self.evaluate(chosen.epoch, chosen.step)  # the n-gram weight and offsets of the chosen blend
         self.metrics.best = chosen
         self.save(chosen)
-        self.say(f"kept the blend parent + {chosen['blend']:g} x (child - parent): dev accuracy "
-                 f"{chosen['dev_accuracy']:.4f} on the new dev labels (child {best['dev_accuracy']:.4f})")
+        self.say(f"kept the blend parent + {chosen.blend:g} x (child - parent): dev accuracy "
+                 f"{chosen.dev_accuracy:.4f} on the new dev labels (child {best.dev_accuracy:.4f})")
 
     # --- evaluation and saving ---------------------------------------------------------------------------------
 
@@ -558,7 +561,7 @@ class ClassifierRun(Run[Classifier]):
             return {"": deep, "_ngram": wide}
         return {"": net(input_ids, token_type_ids=token_type_ids)}
 
-    def evaluate(self, epoch: int, step: int) -> dict:
+    def evaluate(self, epoch: int, step: int) -> EvalPoint:
         """The dev record: accuracy and macro-F1, and with the n-gram head its dev-chosen weight and each side alone."""
         if self.two_sided:  # one pass over dev gives both sides; the answer at the chosen weight follows from them
             extra, logits = choose_ngram_weight(self.model, self.dev_ids, self.dev_y, self.adjust_counts,
@@ -568,8 +571,8 @@ class ClassifierRun(Run[Classifier]):
         result = classification_metrics(self.dev_y, logits.argmax(1), self.labels)
         shifted = logits - logits.max(1, keepdims=True)
         log_loss = float(np.mean(np.log(np.exp(shifted).sum(1)) - shifted[np.arange(len(self.dev_y)), self.dev_y]))
-        return {"epoch": epoch, "step": step, "dev_accuracy": result["accuracy"], "dev_macro_f1": result["macro_f1"],
-                "dev_log_loss": log_loss, "seconds": round(time.perf_counter() - self.started, 1), **extra}
+        return EvalPoint(epoch=epoch, step=step, dev_accuracy=result["accuracy"], dev_macro_f1=result["macro_f1"],
+                         dev_log_loss=log_loss, seconds=round(time.perf_counter() - self.started, 1), **extra)
 
     def old_dev_accuracy(self) -> float:
         assert self.old_dev is not None
@@ -580,9 +583,9 @@ class ClassifierRun(Run[Classifier]):
         """The parent as loaded is the first checkpoint: a child replaces it only by beating it on the new dev
         labels while losing at most OLD_DEV_MARGIN on the parent's own dev split (a few labels must never make the
         model worse than the one it started from)."""
-        record = {**self.evaluate(0, 0), "parent": True}
+        record = replace(self.evaluate(0, 0), parent=True)
         if self.old_dev is not None:
-            record["old_dev_accuracy"] = self.old_dev_accuracy()
+            record.old_dev_accuracy = self.old_dev_accuracy()
         self.metrics.evaluations.append(record)
         self.metrics.best = record
         if self.interpolate != "off":
@@ -591,17 +594,18 @@ class ClassifierRun(Run[Classifier]):
             self.parent_weights = weights(self.model)
         if self.main:
             self.save(record)
-        own = f", {record['old_dev_accuracy']:.4f} on its own dev split" if self.old_dev is not None else ""
+        own = f", {record.old_dev_accuracy:.4f} on its own dev split" if self.old_dev is not None else ""
         guard = f" and staying within {OLD_DEV_MARGIN:.2f} of it on its own dev" if self.old_dev is not None else ""
-        self.say(f"parent: dev accuracy {record['dev_accuracy']:.4f} on the new dev labels ({len(self.dev_ids)}){own}; "
+        self.say(f"parent: dev accuracy {record.dev_accuracy:.4f} on the new dev labels ({len(self.dev_ids)}){own}; "
                  f"a checkpoint replaces it only by beating that{guard}")
 
-    def forgets(self, record: dict) -> bool:
+    def forgets(self, record: EvalPoint) -> bool:
         """Whether a better child loses more than OLD_DEV_MARGIN on the parent's own dev split (noted in `record`)."""
         if not self.parent_first or self.old_dev is None:
             return False
-        record["old_dev_accuracy"] = self.old_dev_accuracy()
-        return self.metrics.evaluations[0]["old_dev_accuracy"] - record["old_dev_accuracy"] > OLD_DEV_MARGIN
+        record.old_dev_accuracy = self.old_dev_accuracy()
+        parent = self.metrics.evaluations[0].old_dev_accuracy
+        return parent is not None and parent - record.old_dev_accuracy > OLD_DEV_MARGIN
 
     def keep_best(self, epoch: int) -> None:
         """Evaluate on dev and keep the checkpoint when it improved (every rank evaluates, so early-stop decisions
@@ -613,7 +617,7 @@ class ClassifierRun(Run[Classifier]):
         forgot = improved and self.forgets(record)
         improved = improved and not forgot
         if forgot:
-            self.say(f"epoch {epoch} step {self.step}: better on the new dev labels but {record['old_dev_accuracy']:.4f} "
+            self.say(f"epoch {epoch} step {self.step}: better on the new dev labels but {record.old_dev_accuracy:.4f} "
                      "on the parent's own dev split: not kept")
         if improved:
             self.metrics.best = record
@@ -624,15 +628,16 @@ class ClassifierRun(Run[Classifier]):
             if self.main:
                 self.save(record)
         self.stale = 0 if improved else self.stale + 1
-        self.say(f"epoch {epoch} step {self.step}: dev accuracy {record['dev_accuracy']:.4f}, "
-                 f"macro-F1 {record['dev_macro_f1']:.4f}{'  (best, saved)' if improved else ''}")
-        baseline = (self.metrics.baseline or {}).get("dev", {}).get("accuracy")
-        if baseline is not None and self.metrics.passed_baseline is None and record["dev_accuracy"] > baseline:
-            self.metrics.passed_baseline = {"step": self.step, "seconds": record["seconds"]}
-            self.say(f"dev accuracy above the baseline's ({baseline:.4f}) at step {self.step}, {record['seconds']:.0f} s "
+        self.say(f"epoch {epoch} step {self.step}: dev accuracy {record.dev_accuracy:.4f}, "
+                 f"macro-F1 {record.dev_macro_f1:.4f}{'  (best, saved)' if improved else ''}")
+        dev = self.metrics.baseline.dev if self.metrics.baseline else None
+        seconds = record.seconds or 0.0
+        if dev is not None and self.metrics.passed_baseline is None and record.dev_accuracy > dev.accuracy:
+            self.metrics.passed_baseline = PassedBaseline(self.step, seconds)
+            self.say(f"dev accuracy above the baseline's ({dev.accuracy:.4f}) at step {self.step}, {seconds:.0f} s "
                      "after the start")
 
-    def save(self, record: dict) -> None:
+    def save(self, record: EvalPoint) -> None:
         from senti.toolkit.data.seen import hashes_writer
 
         extra = {layout.TRAIN_TEXT_HASHES: hashes_writer(self.train_hashes)}

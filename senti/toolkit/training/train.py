@@ -10,13 +10,13 @@ import numpy as np
 from senti.core import layout
 from senti.core.artifacts import SplitRecipe
 from senti.core.batching import pad_batch
-from senti.core.checkpoint import read_meta
+from senti.core.checkpoint import Lineage, ModelSource, read_meta
 from senti.core.errors import SentiError
 from senti.core.sequence import length_to_use
 from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import hashes_of, read_hashes, training_hashes
 from senti.toolkit.data.splits import data_fingerprint, load_recipe, recorded_dataset
-from senti.toolkit.records import TrainingMetrics
+from senti.toolkit.records import BaselineFigures, DataStats, TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
 from senti.toolkit.training.config import DEFAULT_SEQ_LEN, TrainConfig
 from senti.toolkit.training.models import build_model, default_lr, is_checkpoint
@@ -40,7 +40,7 @@ class TrainRun(ClassifierRun[TrainConfig]):
                              fingerprint=data_fingerprint(config.dataset, config.text_column, config.label_column))
         splits = load_recipe(recipe)
         labels, replayed, lineage = continuation(config, splits)
-        for note in (lineage or {}).get("replay_notes", []):
+        for note in lineage.replay_notes if lineage else []:
             say(note)
         train_rows = splits.train + replayed
         paddle.seed(config.seed)
@@ -48,7 +48,7 @@ class TrainRun(ClassifierRun[TrainConfig]):
             config.model, labels, [e.text for e in train_rows], max_len, config.trust_pickle,
             config.ngram_buckets,
         )
-        self.parent_first = source.get("source") == "checkpoint"
+        self.parent_first = source.source == "checkpoint"
         if config.interpolate != "off" and not self.parent_first:
             raise SentiError("--interpolate blends a parent with its child: --model must be a senti checkpoint")
         self.interpolate = config.interpolate
@@ -71,8 +71,8 @@ class TrainRun(ClassifierRun[TrainConfig]):
             f"empty texts skipped: {sum(splits.skipped_empty.values())}" + _repeats_note(splits.repeats_removed))
         for label, n in splits.rare_labels.items():
             say(f"warning: label '{label}' has only {n} training row(s); check the label column for typos")
-        if source.get("loaded"):
-            say(f"{config.model}: {source['loaded']}")
+        if source.loaded:
+            say(f"{config.model}: {source.loaded}")
         overlap = pretraining_overlap(Path(config.model), splits) if self.main else None
         if overlap is not None:
             data_stats["pretraining_overlap"] = overlap
@@ -84,7 +84,7 @@ class TrainRun(ClassifierRun[TrainConfig]):
         self.metrics = TrainingMetrics(
             written_by="senti train", model=source, device=self.device, world_size=self.world,
             precision=self.precision, amp_requested=config.amp, versions=versions(), runtime=self.runtime,
-            data=data_stats, baseline=baseline)
+            data=DataStats.from_json(data_stats), baseline=BaselineFigures.from_json(baseline) if baseline else None)
         self.meta = checkpoint_meta("senti train", labels, max_len, tokenizer, source,
                                     self.metrics.versions, recipe, lineage)
 
@@ -103,7 +103,7 @@ class TrainRun(ClassifierRun[TrainConfig]):
         self.dev_y = np.array([label_id[e.label] for e in dev], dtype=np.int64)
         return train_cut, dev_cut
 
-    def ngram_side(self, model, source: dict, labels: list[str]) -> None:
+    def ngram_side(self, model, source: ModelSource, labels: list[str]) -> None:
         """The n-gram head's settings: the parent's weight held on a small new dev, the table fitted first
         (`--ngram-init fit`), the training counts the logit adjustment is chosen with."""
         config, say = self.config, self.say
@@ -113,7 +113,7 @@ class TrainRun(ClassifierRun[TrainConfig]):
                 f"too few to choose it again (under {SMALL_DEV})")
         self.ngram_fit = None
         if config.ngram_init == "fit":
-            if not hasattr(model, "ngram_table") or source.get("source") == "checkpoint":
+            if not hasattr(model, "ngram_table") or source.source == "checkpoint":
                 raise SentiError("--ngram-init fit fits the n-gram head of a new model: give a preset or a pretrained "
                                  "folder with --ngram-buckets > 0 (a checkpoint keeps the table it learned)")
             from senti.toolkit.training.ngram_fit import fit_ngram_table
@@ -187,8 +187,9 @@ def parent_dev(parent: Path, recipe: SplitRecipe, tokenizer, labels: list[str], 
     return encode_texts(tokenizer, [e.text for e in rows], max_len)[0], np.array([label_id[e.label] for e in rows])
 
 
-def run_training(config: TrainConfig, say=print, progress=None) -> dict:
-    """Train per `config`, keep the best dev checkpoint in `config.output_dir`, return the metrics."""
+def run_training(config: TrainConfig, say=print, progress=None) -> TrainingMetrics:
+    """Train per `config`, keep the best dev checkpoint in `config.output_dir`, return the metrics (as metrics.json
+    holds them)."""
     return TrainRun(config, default_lr(config.model), say, progress).run()
 
 
@@ -212,7 +213,7 @@ def fit_baseline_figures(splits, train_rows, labels, seed: int, say) -> dict:
     return record
 
 
-def continuation(config: TrainConfig, splits) -> tuple[list[str], list, dict | None]:
+def continuation(config: TrainConfig, splits) -> tuple[list[str], list, Lineage | None]:
     """(label set, replayed rows, lineage). Continuing from a checkpoint keeps its labels (a label it does not
     know is an error naming it) and records the parent; `--replay` mixes a seeded sample of old training rows
     (`replay_ratio` x the new training rows) in, against forgetting."""
@@ -237,12 +238,11 @@ def continuation(config: TrainConfig, splits) -> tuple[list[str], list, dict | N
     notes: list[str] = []
     if config.replay:
         replayed, notes = _replay_rows(config, parent_meta.data, splits, labels)
-    lineage = {"parent": str(parent.resolve()),
-               "parent_version": hashlib.sha256((parent / layout.CHECKPOINT_META).read_bytes()).hexdigest()[:12],
-               "parent_data": parent_meta.data.to_json() if parent_meta.data else None, "dataset": config.dataset,
-               "replay": config.replay,
-               "replay_ratio": config.replay_ratio if config.replay else None, "replayed_rows": len(replayed),
-               "replay_notes": notes}
+    lineage = Lineage(parent=str(parent.resolve()),
+                      parent_version=hashlib.sha256((parent / layout.CHECKPOINT_META).read_bytes()).hexdigest()[:12],
+                      parent_data=parent_meta.data, dataset=config.dataset, replay=config.replay,
+                      replay_ratio=config.replay_ratio if config.replay else None, replayed_rows=len(replayed),
+                      replay_notes=notes)
     return labels, replayed, lineage
 
 

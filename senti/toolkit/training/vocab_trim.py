@@ -27,9 +27,6 @@ class Trimmed:
     kept: np.ndarray  # the old id of each new id, in order
     texts_checked: int
 
-    def to_json(self) -> dict:
-        return {"pieces": int(len(self.kept)), "texts_checked": self.texts_checked}
-
 
 def _single_characters(vocab: list) -> set[int]:
     return {i for i, (piece, _score) in enumerate(vocab) if len(piece.replace(METASPACE, "")) <= 1}

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from senti.core import layout
+from senti.core.checkpoint import EvalPoint
 from senti.core.errors import SentiError
 from tests.helpers import synthetic_rows, train_tiny, write_folder
 
@@ -83,6 +84,8 @@ def test_auto_keeps_the_best_passing_blend_on_the_new_dev_labels(tiny_checkpoint
     assert [t["share"] for t in tried] == [0.25, 0.5, 0.75]
     passing = [t for t in tried if t["passes"]]
     for t in passing:  # nothing that passed beats what was kept
-        assert not better({**t, "dev_macro_f1": 0.0}, {**best, "dev_macro_f1": 0.0}) or t["share"] == best.get("blend")
+        tried_point = EvalPoint(1, 1, t["dev_accuracy"], 0.0, t["dev_log_loss"])
+        kept_point = EvalPoint(1, 1, best["dev_accuracy"], 0.0, best["dev_log_loss"])
+        assert not better(tried_point, kept_point) or t["share"] == best.get("blend")
     if "blend" in best:
         assert best["blend"] in [t["share"] for t in passing]

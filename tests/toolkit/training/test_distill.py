@@ -19,7 +19,9 @@ def _distill(teacher, data, out, **overrides):
     settings: dict[str, Any] = dict(teacher=str(teacher), student="3l-128h", dataset=str(data), output_dir=str(out), epochs=2,
                     batch_size=16, lr=1e-3, device="cpu", seed=3)
     settings.update(overrides)
-    return run_distillation(DistillConfig(**settings), say=lambda _: None)
+    report = run_distillation(DistillConfig(**settings), say=lambda _: None)
+    assert report is not None
+    return report.to_json()  # as distill.json holds it
 
 
 def test_distilled_student_is_an_ordinary_checkpoint_with_a_report(tiny_checkpoint, tmp_path, monkeypatch):
@@ -67,7 +69,7 @@ def test_hidden_loss_and_init_from_teacher(tiny_checkpoint, tmp_path):
     ckpt, data = tiny_checkpoint
     teacher, _, meta = load_checkpoint(ckpt)
     student, source = build_student("2l-128h", teacher, ckpt, meta.labels, 128, init_from_teacher=True)
-    assert source["init_layers"] == [0, 1]
+    assert source.init_layers == [0, 1]
     student.eval()  # dropout off, as the teacher is
     ids = paddle.to_tensor([[2, 10, 11, 3]])
     np.testing.assert_allclose(student(ids).numpy(), teacher(ids).numpy(), atol=1e-5)

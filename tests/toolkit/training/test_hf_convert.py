@@ -36,7 +36,7 @@ def test_conversion_matches_the_numpy_forward_of_the_original(tmp_path, model_ty
     source = write_hf_folder(tmp_path / "hf", model_type=model_type, weights=weights, tokenizer=tokenizer)
     assert is_hf_folder(source)
     meta = convert_folder(source, tmp_path / "out")
-    assert meta.check["max_abs_diff"] < 1e-4 and meta.check["tokens"] > 20
+    assert meta.check.max_abs_diff < 1e-4 and meta.check.tokens > 20
     assert meta.model_type == model_type and meta.fresh == [] and "cls.predictions.bias" in meta.left_out
     written = ConvertMeta.read(tmp_path / "out")
     assert written.check == meta.check
@@ -154,7 +154,7 @@ def test_a_unigram_model_keeps_its_own_tokenizer_json(tmp_path):
 
     source = write_hf_folder(tmp_path / "hf", model_type="xlm-roberta", tokenizer="unigram")
     meta = convert_folder(source, tmp_path / "out")
-    assert meta.tokenizer == layout.TOKENIZER_JSON and meta.check["max_abs_diff"] < 1e-4
+    assert meta.tokenizer == layout.TOKENIZER_JSON and meta.check.max_abs_diff < 1e-4
     assert is_json_tokenizer_folder(tmp_path / "out") and not (tmp_path / "out" / layout.VOCAB).exists()
     tokenizer = JsonTokenizer.from_folder(tmp_path / "out")
     assert (tokenizer.cls_token, tokenizer.sep_token, tokenizer.pad_token_id) == ("<s>", "</s>", 1)
@@ -169,11 +169,12 @@ def test_a_large_unigram_vocabulary_is_trimmed_to_the_pieces_texts_use(tmp_path,
     source = write_hf_folder(tmp_path / "hf", model_type="xlm-roberta", tokenizer="unigram")
     texts = ["非常好", "质量垃圾", "推荐购买，很满意"]
     meta = convert_folder(source, tmp_path / "out", trim_texts=texts)
-    trim = meta.vocab["trim"]
-    assert trim["texts_checked"] == 3 and meta.vocab["rows"] < meta.vocab["of"]
+    assert meta.vocab is not None and meta.vocab.trim is not None
+    trim = meta.vocab.trim
+    assert trim.texts_checked == 3 and meta.vocab.rows < meta.vocab.of
     original = Tokenizer.from_file(str(source / "tokenizer.json"))
     trimmed = Tokenizer.from_file(str(tmp_path / "out" / "tokenizer.json"))
-    assert trimmed.get_vocab_size() == meta.vocab["rows"]
+    assert trimmed.get_vocab_size() == meta.vocab.rows
     for text in texts:  # the same pieces, under new ids
         assert original.encode(text, add_special_tokens=False).tokens == trimmed.encode(
             text, add_special_tokens=False).tokens

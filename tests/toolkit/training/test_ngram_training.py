@@ -66,11 +66,12 @@ def test_a_distilled_student_gets_the_head_and_learns_both_sides(two_sided, tmp_
     report = run_distillation(DistillConfig(
         teacher=str(checkpoint), student="3l-128h", dataset=str(data), output_dir=str(tmp_path / "student"),
         epochs=1, batch_size=16, lr=1e-3, device="cpu", seed=7, ngram_buckets=BUCKETS), say=lambda _: None)
+    assert report is not None
     config = json.loads((tmp_path / "student" / "config.json").read_text(encoding="utf-8"))
     assert config["ngram_buckets"] == BUCKETS
     metrics = json.loads((tmp_path / "student" / "metrics.json").read_text(encoding="utf-8"))
     assert {"soft", "hard", "soft_ngram", "hard_ngram"} <= set(metrics["step_terms"][-1])
-    assert report["student"]["dev_accuracy"] > 0.5
+    assert report.student.dev_accuracy > 0.5
 
 
 def test_the_hidden_loss_is_refused_with_the_head_in_one_line():

@@ -56,7 +56,7 @@ def test_replay_finds_the_parents_data_by_content_and_never_replays_its_held_out
                              replay=str(data), replay_ratio=ratio)
         _, rows, lineage = continuation(config, load_splits(str(dataset), seed=9))
         assert lineage is not None  # a continued model has a lineage
-        return rows, lineage["replay_notes"]
+        return rows, lineage.replay_notes
 
     for spelling in ("./data/one.tsv", str(tmp_path / "data" / "one.tsv"), "copy.tsv"):  # same rows, any path
         rows, notes = replay(spelling)
@@ -105,7 +105,7 @@ def test_replay_never_trains_on_the_parents_held_out_texts_after_its_file_grew(t
                          replay=str(two), replay_ratio=5)
     _, rows, lineage = continuation(config, load_splits(str(new), seed=9))
     assert rows and not {e.text for e in rows} & held
-    assert lineage is not None and any("the parent held them out" in n for n in lineage["replay_notes"])
+    assert lineage is not None and any("the parent held them out" in n for n in lineage.replay_notes)
 
 
 def test_a_continuation_that_loses_to_its_parent_keeps_the_parents_weights(tiny_checkpoint, tmp_path):
@@ -122,7 +122,7 @@ def test_a_continuation_that_loses_to_its_parent_keeps_the_parents_weights(tiny_
     from senti.toolkit.training.train import run_training
 
     metrics = run_training(TrainConfig(model=str(ckpt), dataset=str(new), output_dir=str(tmp_path / "child"),
-                                       epochs=3, batch_size=16, lr=3e-3, device="cpu", seed=7), say=said.append)
+                                       epochs=3, batch_size=16, lr=3e-3, device="cpu", seed=7), say=said.append).to_json()
     assert metrics["kept_parent"] is True and metrics["evaluations"][0]["parent"] is True
     assert any(line.startswith("parent: dev accuracy") for line in said)
     assert any("no checkpoint beat the parent" in line for line in said)
@@ -146,9 +146,10 @@ def test_a_continuation_that_beats_its_parent_replaces_it(tiny_checkpoint, tmp_p
     assert set(metrics["parent_comparison"]) == {"dev_accuracy", "old_dev_accuracy"}
     assert metrics["parent_comparison"]["old_dev_accuracy"]["kept"]["accuracy"] == best["old_dev_accuracy"]
     if not metrics["kept_parent"]:
+        from senti.core.checkpoint import EvalPoint
         from senti.toolkit.training.run import better
 
-        assert better(best, parent)
+        assert better(EvalPoint.from_json(best), EvalPoint.from_json(parent))
         assert parent["old_dev_accuracy"] - best["old_dev_accuracy"] <= 0.01
 
 
@@ -160,12 +161,16 @@ def test_accuracy_intervals_widen_as_the_dev_set_shrinks():
 
 
 def test_checkpoints_a_small_dev_set_scores_the_same_are_told_apart_by_log_loss():
+    from senti.core.checkpoint import EvalPoint
     from senti.toolkit.training.run import better
 
-    best = {"dev_accuracy": 0.875, "dev_macro_f1": 0.87, "dev_log_loss": 0.40}
-    assert better({"dev_accuracy": 0.875, "dev_macro_f1": 0.87, "dev_log_loss": 0.31}, best)
-    assert not better({"dev_accuracy": 0.875, "dev_macro_f1": 0.87, "dev_log_loss": 0.52}, best)
-    assert better({"dev_accuracy": 0.906, "dev_macro_f1": 0.90, "dev_log_loss": 0.90}, best)
-    assert not better({"dev_accuracy": 0.844, "dev_macro_f1": 0.84, "dev_log_loss": 0.10}, best)
-    big = {"dev_accuracy": 0.875, "dev_macro_f1": 0.87, "dev_log_loss": 0.31}
+    def point(accuracy, macro_f1, log_loss):
+        return EvalPoint(epoch=1, step=1, dev_accuracy=accuracy, dev_macro_f1=macro_f1, dev_log_loss=log_loss)
+
+    best = point(0.875, 0.87, 0.40)
+    assert better(point(0.875, 0.87, 0.31), best)
+    assert not better(point(0.875, 0.87, 0.52), best)
+    assert better(point(0.906, 0.90, 0.90), best)
+    assert not better(point(0.844, 0.84, 0.10), best)
+    big = point(0.875, 0.87, 0.31)
     assert not better(big, best, small_dev=False)  # a dev set of 100 texts or more: ties keep the earlier one

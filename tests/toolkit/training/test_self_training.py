@@ -41,7 +41,7 @@ def test_unlabeled_pool_is_labelled_by_the_parent_and_never_holds_a_text_of_the_
 
     metrics = run_training(TrainConfig(model=str(ckpt), dataset=str(new), output_dir=str(tmp_path / "child"),
                                        epochs=1, batch_size=16, lr=1e-3, device="cpu", seed=7, unlabeled=str(pool),
-                                       unlabeled_max=40, unlabeled_confidence=0.6), say=said.append)
+                                       unlabeled_max=40, unlabeled_confidence=0.6), say=said.append).to_json()
     record = metrics["data"]["unlabeled"]
     assert record["read"] == 312 and record["used"] == 160 and record["kept"] == 40  # 4 scored per row kept
     assert record["per_label"] == {"negative": 20, "positive": 20}
@@ -72,7 +72,7 @@ def test_a_dev_set_too_small_to_choose_keeps_the_parents_ngram_weight(tiny_check
     from senti.toolkit.training.train import run_training
 
     metrics = run_training(TrainConfig(model=str(ckpt), dataset=str(new), output_dir=str(tmp_path / "child"),
-                                       epochs=1, batch_size=16, lr=1e-3, device="cpu", seed=7), say=said.append)
+                                       epochs=1, batch_size=16, lr=1e-3, device="cpu", seed=7), say=said.append).to_json()
     assert {e["ngram_weight"] for e in metrics["evaluations"]} == {0.37}
     assert json.loads((tmp_path / "child" / "config.json").read_text(encoding="utf-8"))["ngram_weight"] == 0.37
     assert any("n-gram weight 0.37 is kept" in line for line in said)

@@ -235,7 +235,7 @@ def test_sigterm_keeps_the_last_good_checkpoint(tmp_path):
     from senti.core.checkpoint import load_checkpoint
 
     model, tokenizer, meta = load_checkpoint(out)
-    assert meta.dev["step"] == metrics["best"]["step"]
+    assert meta.dev is not None and meta.dev.step == metrics["best"]["step"]
 
 
 @pytest.mark.slow
