@@ -96,21 +96,6 @@ class ParentAgainstKept(Record):
 
 
 @dataclass
-class PoolUse(Record):
-    """`--unlabeled`: the pool's texts read, those the parent scored and those it labelled confidently enough to
-    learn from."""
-
-    scored: int
-    kept: int
-    confidence: float | None = None
-    per_label: dict[str, int] | None = None
-    source: str | None = None
-    read: int | None = None
-    used: int | None = None
-    excluded_dev_test_or_duplicate: int | None = None
-
-
-@dataclass
 class NgramFit(Record):
     """`--ngram-init fit`: the n-gram table fitted by logistic regression before ERNIE trains."""
 
@@ -128,6 +113,17 @@ class ExtraTexts(Record):
     read: int | None = None
     used: int | None = None
     excluded_dev_test_or_duplicate: int | None = None
+
+
+@dataclass
+class PoolUse(ExtraTexts):
+    """`--unlabeled`: the pool's texts read (as ExtraTexts), those the parent scored and those it labelled confidently
+    enough to learn from."""
+
+    scored: int = 0
+    kept: int = 0
+    confidence: float | None = None
+    per_label: dict[str, int] | None = None
 
 
 @dataclass
