@@ -61,64 +61,61 @@ def evaluate(
 
             report = evaluate_domains(Scorer(model, batch_size, trust_pickle, backend.value), datasets, split.value,
                                       baseline, seed, group_by)
-            _print_domains(report, output or model / layout.eval_domains(report["split"]))
+            _print_domains(report, output or model / layout.eval_domains(report.split))
             return
         result = evaluate_model(model, datasets[0] if datasets else None, split.value, batch_size, trust_pickle,
                                 backend.value, baseline, seed)
     output = output or model / layout.eval_results(split.value)
     write_evaluation(result, output)
-    cut = f", seed {result['data']['seed']}" if "seed" in result["data"] else ""
-    console.print(f"{split.value} of {result['dataset']}{cut}, scored by {result['backend']}: accuracy "
-                  f"[bold]{result['accuracy']:.4f}[/], macro-F1 [bold]{result['macro_f1']:.4f}[/] "
-                  f"on {result['n']} texts")
-    if "baseline" in result and result["baseline"].get("skipped"):
-        console.print(f"baseline skipped: {result['baseline']['skipped']}")
-    elif "baseline" in result:
-        b = result["baseline"]
-        console.print(f"baseline ({b['model']}, fitted in {b['fit_seconds']:.0f} s on {b['train_rows']} training "
-                      f"rows): accuracy [bold]{b['scored']['accuracy']:.4f}[/], macro-F1 {b['scored']['macro_f1']:.4f}"
-                      f" on the same texts; model - baseline: {result['accuracy'] - b['scored']['accuracy']:+.4f}")
-    if result.get("seen_in_training"):
+    seed = result.data.seed if result.data else None
+    cut = f", seed {seed}" if seed is not None else ""
+    console.print(f"{split.value} of {result.dataset}{cut}, scored by {result.backend}: accuracy "
+                  f"[bold]{result.accuracy:.4f}[/], macro-F1 [bold]{result.macro_f1:.4f}[/] on {result.n} texts")
+    b = result.baseline
+    if b is not None and b.skipped:
+        console.print(f"baseline skipped: {b.skipped}")
+    elif b is not None and b.scored is not None:
+        console.print(f"baseline ({b.model}, fitted in {b.fit_seconds or 0:.0f} s on {b.train_rows} training "
+                      f"rows): accuracy [bold]{b.scored.accuracy:.4f}[/], macro-F1 {b.scored.macro_f1:.4f}"
+                      f" on the same texts; model - baseline: {result.accuracy - b.scored.accuracy:+.4f}")
+    if result.seen_in_training:
         from senti.toolkit.data.seen import describe
 
-        console.print(describe(result["seen_in_training"], result["n"]))
+        console.print(describe(result.seen_in_training, result.n))
     per_class = Table(title="per class")
     for col in ("label", "precision", "recall", "F1", "texts"):
         per_class.add_column(col, justify="right")
-    for lab in result["labels"]:
-        per_class.add_row(lab, f"{result['per_class_precision'][lab]:.4f}", f"{result['per_class_recall'][lab]:.4f}",
-                          f"{result['per_class_f1'][lab]:.4f}", str(result["support"][lab]))
+    for lab in result.labels:
+        per_class.add_row(lab, f"{result.per_class_precision[lab]:.4f}", f"{result.per_class_recall[lab]:.4f}",
+                          f"{result.per_class_f1[lab]:.4f}", str(result.support[lab]))
     console.print(per_class)
     table = Table(title="confusion matrix (rows: true, columns: predicted)")
     table.add_column("")
-    for lab in result["labels"]:
+    for lab in result.labels:
         table.add_column(lab, justify="right")
-    for lab, row in zip(result["labels"], result["confusion_matrix"]):
+    for lab, row in zip(result.labels, result.confusion_matrix):
         table.add_row(lab, *map(str, row))
     console.print(table)
     console.print(f"written: {output}")
 
 
-def _print_domains(report: dict, output: Path) -> None:
-    """The per-domain table, and its record written to `output`."""
-    from senti.toolkit.records import DomainReport
-
-    DomainReport.typed(report).write_to(output)
-    table = Table(title=f"{report['split']} split per domain, scored by {report['backend']}")
+def _print_domains(report, output: Path) -> None:
+    """The per-domain table, and its record (a DomainReport) written to `output`."""
+    report.write_to(output)
+    table = Table(title=f"{report.split} split per domain, scored by {report.backend}")
     for col in ("domain", "texts", "accuracy", "macro-F1", "baseline", "baseline F1", "model - baseline",
                 "seen in training"):
         table.add_column(col, justify="right")
-    for name, r in report["domains"].items():
-        b = (r.get("baseline") or {}).get("scored")
-        seen = r.get("seen_in_training")
-        table.add_row(shown(name), str(r["n"]), f"{r['accuracy']:.4f}", f"{r['macro_f1']:.4f}",
-                      f"{b['accuracy']:.4f}" if b else "-", f"{b['macro_f1']:.4f}" if b else "-",
-                      f"{r['accuracy'] - b['accuracy']:+.4f}" if b else "-",
-                      str(seen["texts"]) if seen else "-")
+    for name, r in report.domains.items():
+        b = r.baseline.scored if r.baseline else None
+        seen = r.seen_in_training
+        table.add_row(shown(name), str(r.n), f"{r.accuracy:.4f}", f"{r.macro_f1:.4f}",
+                      f"{b.accuracy:.4f}" if b else "-", f"{b.macro_f1:.4f}" if b else "-",
+                      f"{r.accuracy - b.accuracy:+.4f}" if b else "-", str(seen.texts) if seen else "-")
     console.print(table)
-    first: dict = next(iter(report["domains"].values()), {})
-    if (first.get("baseline") or {}).get("model"):
-        b = first["baseline"]
-        console.print(f"baseline: {b['model']}, fitted once in {b['fit_seconds']:.0f} s on the model's "
-                      f"{b['train_rows']} training rows")
+    first = next(iter(report.domains.values()), None)
+    if first is not None and first.baseline is not None and first.baseline.model:
+        b = first.baseline
+        console.print(f"baseline: {b.model}, fitted once in {b.fit_seconds or 0:.0f} s on the model's "
+                      f"{b.train_rows} training rows")
     console.print(f"written: {output}")

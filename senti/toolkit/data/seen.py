@@ -14,6 +14,7 @@ import numpy as np
 
 from senti.core import layout
 from senti.core.errors import ArtifactError
+from senti.toolkit.records import SeenFigures
 
 MAX_HASH_BYTES = 1 << 30  # 8 bytes a text: a hundred million texts
 
@@ -69,7 +70,7 @@ def seen_mask(folder: Path, texts: list[str]) -> np.ndarray | None:
     return None if known is None else np.isin(hashes_of(texts), known)
 
 
-def seen_figures(seen: np.ndarray, gold: np.ndarray, predicted: np.ndarray) -> dict:
+def seen_figures(seen: np.ndarray, gold: np.ndarray, predicted: np.ndarray) -> SeenFigures:
     """How many scored texts the model was trained on (`seen`, from `seen_mask`), and its accuracy on those and on
     the rest."""
     right = np.asarray(gold) == np.asarray(predicted)
@@ -77,16 +78,16 @@ def seen_figures(seen: np.ndarray, gold: np.ndarray, predicted: np.ndarray) -> d
     def accuracy(mask):
         return float(right[mask].mean()) if mask.any() else None
 
-    return {"texts": int(seen.sum()), "unseen_texts": int((~seen).sum()), "accuracy_seen": accuracy(seen),
-            "accuracy_unseen": accuracy(~seen)}
+    return SeenFigures(texts=int(seen.sum()), unseen_texts=int((~seen).sum()), accuracy_seen=accuracy(seen),
+                       accuracy_unseen=accuracy(~seen))
 
 
-def describe(figures: dict, n: int) -> str:
+def describe(figures: SeenFigures, n: int) -> str:
     """One line for `senti eval`."""
-    if not figures["texts"]:
+    if not figures.texts:
         return f"none of the {n} texts were in the model's training data"
-    line = f"{figures['texts']} of the {n} texts were in the model's training data (accuracy on them " \
-           f"{figures['accuracy_seen']:.4f})"
-    if figures["unseen_texts"]:
-        line += f"; on the other {figures['unseen_texts']}: accuracy {figures['accuracy_unseen']:.4f}"
+    line = f"{figures.texts} of the {n} texts were in the model's training data (accuracy on them " \
+           f"{figures.accuracy_seen or 0:.4f})"
+    if figures.unseen_texts:
+        line += f"; on the other {figures.unseen_texts}: accuracy {figures.accuracy_unseen or 0:.4f}"
     return line

@@ -10,6 +10,7 @@ import numpy as np
 from senti.core.batching import logits_in_order
 from senti.toolkit.data.seen import seen_figures, seen_mask
 from senti.toolkit.evaluation.metrics import classification_metrics
+from senti.toolkit.records import DomainReport, EvalRecord
 
 
 def predict_logits(model, encoded, batch_size: int = 64, pad_id: int | None = None, parts: bool = False):
@@ -154,21 +155,22 @@ class Scorer:
 
 def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
                    trust_pickle: bool = False, backend: str = "auto", baseline: bool = True,
-                   seed: int | None = None) -> dict:
+                   seed: int | None = None) -> EvalRecord:
     """Score a checkpoint (dynamic graph) or an export folder (its serving runtime) on one split of the data it
-    was trained on (cut as in training), of `dataset`, or on every row (`split="all"`)."""
+    was trained on (cut as in training), of `dataset`, or on every row (`split="all"`); the record eval_<split>.json
+    holds."""
     scorer = Scorer(model_dir, batch_size, trust_pickle, backend)
     rows, data = _rows_to_score(scorer.labels, scorer.recipe, dataset, split, scorer.folder, seed)
     result = scorer.score(rows)
     if baseline:
         record = baseline_beside(scorer.folder, scorer.recipe, dataset, {"scored": rows}, scorer.labels, seed)
         result["baseline"] = record
-    return {**result, "dataset": data["dataset"], "split": split, "data": data,
-            "model": str(scorer.folder.resolve()), "backend": scorer.backend}
+    return EvalRecord.typed({**result, "dataset": data["dataset"], "split": split, "data": data,
+                             "model": str(scorer.folder.resolve()), "backend": scorer.backend})
 
 
 def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
-                        trust_pickle: bool = False, baseline: bool = True, seed: int | None = None) -> dict:
+                        trust_pickle: bool = False, baseline: bool = True, seed: int | None = None) -> EvalRecord:
     """`evaluate_model` for a checkpoint folder (the name senti's API has always had)."""
     return evaluate_model(model_dir, dataset, split, batch_size, trust_pickle, "auto", baseline, seed)
 
@@ -209,7 +211,7 @@ def domain_rows(datasets: list[str], split: str, labels: list[str], where: Path,
 
 
 def evaluate_domains(scorer: Scorer, datasets: list[str], split: str = "test", baseline: bool = True,
-                     seed: int | None = None, group_by: str | None = None) -> dict:
+                     seed: int | None = None, group_by: str | None = None) -> DomainReport:
     """One model (`scorer`) on several domains: each dataset's `split` (or one file's rows grouped by `group_by`),
     with accuracy, macro-F1, the baseline (fitted once, on the model's own training split) and how many texts the
     model had seen, per domain. A shop running one model over many product kinds reads this table first."""
@@ -221,8 +223,9 @@ def evaluate_domains(scorer: Scorer, datasets: list[str], split: str = "test", b
         if record is not None:
             result["baseline"] = {**{k: record[k] for k in ("model", "fit_seconds", "train_rows", "skipped")
                                      if k in record}, **({"scored": record[name]} if name in record else {})}
-    return {"model": str(scorer.folder.resolve()), "backend": scorer.backend, "split": "all" if group_by else split,
-            "group_by": group_by, "datasets": list(datasets), "domains": results}
+    return DomainReport.typed({"model": str(scorer.folder.resolve()), "backend": scorer.backend,
+                               "split": "all" if group_by else split, "group_by": group_by, "datasets": list(datasets),
+                               "domains": results})
 
 
 def choose_ngram_weight(model, dev_ids, dev_y, train_counts: np.ndarray | None = None,
@@ -249,8 +252,6 @@ def choose_ngram_weight(model, dev_ids, dev_y, train_counts: np.ndarray | None =
     return {**fields, "logit_adjustment_tau": tau}, scores if offsets is None else scores + offsets
 
 
-def write_evaluation(result: dict, path: Path) -> None:
-    """`eval_<split>.json` through its schema (`toolkit.records.EvalRecord`): what evaluate_model returned."""
-    from senti.toolkit.records import EvalRecord
-
-    EvalRecord.typed(result).write_to(path)
+def write_evaluation(record: EvalRecord, path: Path) -> None:
+    """`eval_<split>.json`: what evaluate_model returned."""
+    record.write_to(path)

@@ -332,10 +332,10 @@ def test_another_dataset_is_cut_the_same_way_for_every_model(tiny_checkpoint, tm
 
     ckpt, data = tiny_checkpoint
     other = write_rows(tmp_path / "other.tsv", synthetic_rows(300, seed=31))
-    report = evaluate_model(ckpt, str(other), "test", baseline=False)
+    report = evaluate_model(ckpt, str(other), "test", baseline=False).to_json()  # as eval_test.json holds it
     assert report["data"]["seed"] == 42
     assert report["n"] == len(load_splits(str(other), seed=42).test)
-    chosen = evaluate_model(ckpt, str(other), "test", baseline=False, seed=5)
+    chosen = evaluate_model(ckpt, str(other), "test", baseline=False, seed=5).to_json()
     assert chosen["data"]["seed"] == 5 and chosen["n"] == len(load_splits(str(other), seed=5).test)
     with pytest.raises(DataError, match="cut with seed 7; --seed 5 would score texts it was trained on"):
         evaluate_model(ckpt, None, "test", baseline=False, seed=5)
