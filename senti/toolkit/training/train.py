@@ -28,12 +28,10 @@ class TrainRun(ClassifierRun[TrainConfig]):
     cross-entropy per side of the model."""
 
     def prepare(self) -> None:
+        """Data (with replay and the pool), model, encoded ids, hashes, the data said, then the records."""
         import paddle
 
-        spec = Path(self.config.model).expanduser()  # continuing a checkpoint keeps the length it was trained at
-        trained_at = read_meta(spec).max_seq_len if spec.is_dir() and is_checkpoint(spec) else DEFAULT_SEQ_LEN
-        max_len = length_to_use(self.config.max_seq_len, trained_at)
-        self.config = replace(self.config, max_seq_len=max_len)
+        max_len = self.settle_length()
         config, say = self.config, self.say
         recipe = SplitRecipe(dataset=recorded_dataset(config.dataset), seed=config.seed, text_column=config.text_column,
                              label_column=config.label_column,
@@ -44,10 +42,8 @@ class TrainRun(ClassifierRun[TrainConfig]):
             say(note)
         train_rows = splits.train + replayed
         paddle.seed(config.seed)
-        model, tokenizer, source = build_model(
-            config.model, labels, [e.text for e in train_rows], max_len, config.trust_pickle,
-            config.ngram_buckets,
-        )
+        model, tokenizer, source = build_model(config.model, labels, [e.text for e in train_rows], max_len,
+                                               config.trust_pickle, config.ngram_buckets)
         self.parent_first = source.source == "checkpoint"
         if config.interpolate != "off" and not self.parent_first:
             raise SentiError("--interpolate blends a parent with its child: --model must be a senti checkpoint")
@@ -61,13 +57,33 @@ class TrainRun(ClassifierRun[TrainConfig]):
         self.train_hashes = training_hashes([e.text for e in learned], config.model)
         self.heldout_hashes = training_hashes([e.text for e in splits.dev + splits.test], config.model,
                                               name=layout.HELDOUT_TEXT_HASHES)
-        data_stats = {**splits.stats(), "replayed_rows": len(replayed), "unlabeled": pseudo_stats,
-                      "ngram_fit": self.ngram_fit,
-                      "truncated_texts": {"train": train_cut, "dev": dev_cut}, "max_seq_len": max_len}
-        replay_note = "".join([f" ({len(replayed)} replayed from {config.replay})" if replayed else "",
-                               f" ({len(pseudo)} labelled by the parent from {config.unlabeled})" if pseudo else ""])
-        say(f"data: {len(self.train_ids)} train{replay_note} / {len(self.dev_ids)} dev rows, labels {labels}; "
-            f"truncated to {max_len} tokens: {train_cut} train, {dev_cut} dev; "
+        data = {**splits.stats(), "replayed_rows": len(replayed), "unlabeled": pseudo_stats, "ngram_fit": self.ngram_fit,
+                "truncated_texts": {"train": train_cut, "dev": dev_cut}, "max_seq_len": max_len,
+                "pretraining_overlap": self.say_data(splits, (len(replayed), len(pseudo)), (train_cut, dev_cut), source)}
+        self.open_metrics(splits, train_rows, source, DataStats.from_json(data))
+        self.meta = checkpoint_meta("senti train", labels, max_len, tokenizer, source,
+                                    self.metrics.versions, recipe, lineage)
+
+    def settle_length(self) -> int:
+        """The sequence length to train at (continuing a checkpoint keeps the length it was trained at), set in the
+        settings."""
+        spec = Path(self.config.model).expanduser()
+        trained_at = read_meta(spec).max_seq_len if spec.is_dir() and is_checkpoint(spec) else DEFAULT_SEQ_LEN
+        max_len = length_to_use(self.config.max_seq_len, trained_at)
+        self.config = replace(self.config, max_seq_len=max_len)
+        return max_len
+
+    def say_data(self, splits, added: tuple[int, int], cut: tuple[int, int], source: ModelSource
+                 ) -> dict[str, int] | None:
+        """The data in a few lines (rows, what was cut, skipped and replayed, rare labels, what loading the model
+        said; `added`: rows replayed and labelled by the parent, `cut`: train and dev texts truncated); returns how many
+        dev and test texts the pretrained folder's corpus held, when it records them."""
+        config, say = self.config, self.say
+        replayed, pseudo = added
+        replay_note = "".join([f" ({replayed} replayed from {config.replay})" if replayed else "",
+                               f" ({pseudo} labelled by the parent from {config.unlabeled})" if pseudo else ""])
+        say(f"data: {len(self.train_ids)} train{replay_note} / {len(self.dev_ids)} dev rows, labels {self.labels}; "
+            f"truncated to {config.max_seq_len} tokens: {cut[0]} train, {cut[1]} dev; "
             f"empty texts skipped: {sum(splits.skipped_empty.values())}" + _repeats_note(splits.repeats_removed))
         for label, n in splits.rare_labels.items():
             say(f"warning: label '{label}' has only {n} training row(s); check the label column for typos")
@@ -75,18 +91,20 @@ class TrainRun(ClassifierRun[TrainConfig]):
             say(f"{config.model}: {source.loaded}")
         overlap = pretraining_overlap(Path(config.model), splits) if self.main else None
         if overlap is not None:
-            data_stats["pretraining_overlap"] = overlap
             say(f"{config.model} was pretrained on {overlap['dev']} of the {len(splits.dev)} dev texts and "
                 f"{overlap['test']} of the {len(splits.test)} test texts (their labels were never seen)")
-        self.precision = resolve_precision(config, self.device, say)
-        baseline = fit_baseline_figures(splits, train_rows, labels, config.seed, say) if (
+        return overlap
+
+    def open_metrics(self, splits, train_rows: list, source: ModelSource, data: DataStats) -> None:
+        """The precision that will run and metrics.json's record, with the baseline fitted on the same rows."""
+        config = self.config
+        self.precision = resolve_precision(config, self.device, self.say)
+        baseline = fit_baseline_figures(splits, train_rows, self.labels, config.seed, self.say) if (
             config.baseline and self.main) else None
         self.metrics = TrainingMetrics(
             written_by="senti train", model=source, device=self.device, world_size=self.world,
             precision=self.precision, amp_requested=config.amp, versions=versions(), runtime=self.runtime,
-            data=DataStats.from_json(data_stats), baseline=BaselineFigures.from_json(baseline) if baseline else None)
-        self.meta = checkpoint_meta("senti train", labels, max_len, tokenizer, source,
-                                    self.metrics.versions, recipe, lineage)
+            data=data, baseline=BaselineFigures.from_json(baseline) if baseline else None)
 
     def encode(self, tokenizer, learned: list, dev: list, labels: list[str], max_len: int) -> tuple[int, int]:
         """Token and label ids of the rows learned from and of dev, the class weights when asked; (texts cut, in
