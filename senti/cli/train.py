@@ -87,6 +87,8 @@ UnlabeledConfidence = Annotated[float, typer.Option(help="Least top probability 
 Interpolate = Annotated[str, typer.Option(
     help="When --model is a checkpoint: off, auto (the best on the new dev labels of the child and its blends with "
          "the parent, the child's share 0.25, 0.5, 0.75), or the child's share of the one blend to try (WiSE-FT).")]
+FreezeEncoder = Annotated[bool, typer.Option(help="Train the classifier head and the n-gram side only; the encoder "
+                                                  "keeps the weights it starts with.")]
 
 
 @app.command()
@@ -123,6 +125,7 @@ def train(
     unlabeled_max: UnlabeledMax = 256,
     unlabeled_confidence: UnlabeledConfidence = 0.9,
     interpolate: Interpolate = "off",
+    freeze_encoder: FreezeEncoder = False,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
     baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the same training "
@@ -144,7 +147,8 @@ def train(
             max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,
             seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, replay=replay,
             replay_ratio=replay_ratio, unlabeled=unlabeled, unlabeled_max=unlabeled_max,
-            unlabeled_confidence=unlabeled_confidence, interpolate=interpolate, text_column=text_column,
+            unlabeled_confidence=unlabeled_confidence, interpolate=interpolate, freeze_encoder=freeze_encoder,
+            text_column=text_column,
             label_column=label_column,
             baseline=baseline,
             ngram_buckets=DEFAULT_BUCKETS if ngram_buckets is None else ngram_buckets,

@@ -155,6 +155,9 @@ class TrainConfig(ClassifierConfig):
     # Continuing a checkpoint: off, auto or the child's share of a parent-child weight blend (WiSE-FT,
     # senti.toolkit.training.blend), judged on dev as a child is
     interpolate: str = "off"
+    # The encoder held at its starting weights: only the classifier head and the n-gram side train (a few labels
+    # move the whole encoder of a continued model; docs/results/far-domains.md measures it)
+    freeze_encoder: bool = False
 
     def checks(self):
         return super().checks() + [(0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]"),

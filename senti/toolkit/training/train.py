@@ -52,6 +52,10 @@ class TrainRun(ClassifierRun[TrainConfig]):
         learned = train_rows + pseudo
         train_cut, dev_cut = self.encode(tokenizer, learned, splits.dev, labels, max_len)
         self.ngram_side(model, source, labels)
+        if config.freeze_encoder:
+            held = hold_encoder(model)
+            say(f"--freeze-encoder: the encoder's {held:,} weights are held; the pooler, the head and the n-gram side "
+                "train")
         self.model, self.tokenizer, self.labels = model, tokenizer, labels
         self.old_dev = parent_dev(Path(config.model), recipe, tokenizer, labels, max_len) if self.parent_first else None
         self.train_hashes = training_hashes([e.text for e in learned], config.model)
@@ -209,6 +213,17 @@ def run_training(config: TrainConfig, say=print, progress=None) -> TrainingMetri
     """Train per `config`, keep the best dev checkpoint in `config.output_dir`, return the metrics (as metrics.json
     holds them)."""
     return TrainRun(config, default_lr(config.model), say, progress).run()
+
+
+def hold_encoder(model) -> int:
+    """The encoder's weights (ERNIE's embeddings and layers; not the pooler, which a converted folder may lack)
+    held where they start; returns how many were held."""
+    held = 0
+    for name, parameter in model.named_parameters():
+        if name.startswith("ernie.") and not name.startswith("ernie.pooler."):
+            parameter.stop_gradient = True
+            held += int(parameter.size)
+    return held
 
 
 def pretraining_overlap(folder: Path, splits) -> dict | None:

@@ -174,3 +174,17 @@ def test_checkpoints_a_small_dev_set_scores_the_same_are_told_apart_by_log_loss(
     assert not better(point(0.844, 0.84, 0.10), best)
     big = point(0.875, 0.87, 0.31)
     assert not better(big, best, small_dev=False)  # a dev set of 100 texts or more: ties keep the earlier one
+
+
+def test_freeze_encoder_trains_the_head_and_holds_every_encoder_weight(tiny_checkpoint, tmp_path):
+    """--freeze-encoder: after training the encoder's weights are the parent's to the bit, the head's are not."""
+    from safetensors.numpy import load_file
+
+    ckpt, old_data = tiny_checkpoint
+    new = write_folder(tmp_path / "new", synthetic_rows(120, seed=81), synthetic_rows(32, seed=82))
+    metrics = train_tiny(tmp_path / "child", new, model=str(ckpt), epochs=2, lr=1e-2, freeze_encoder=True)
+    before, after = (load_file(str(folder / layout.PADDLENLP_SAFE_WEIGHTS)) for folder in (ckpt, tmp_path / "child"))
+    assert not metrics["kept_parent"]  # a child was kept (else the folder would hold the parent's weights anyway)
+    encoder = [n for n in before if n.startswith("ernie.") and not n.startswith("ernie.pooler.")]
+    assert len(encoder) > 10 and all((before[n] == after[n]).all() for n in encoder)
+    assert not (before["classifier.weight"] == after["classifier.weight"]).all()
