@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from senti.benchmarks import local_server
+from senti.core import layout
 
 ROOT = Path(__file__).resolve().parent.parent
 CHNSENTICORP = ROOT.parent / "shared" / "data" / "chnsenticorp"
@@ -93,7 +94,8 @@ def export_tiny(checkpoint: Path, out: Path, **options):
     from senti.export.pipeline import ExportConfig, export_model
 
     config = ExportConfig(model=str(checkpoint), output_dir=str(out), **options)
-    return export_model(config, [t for _, t in PARITY], [label for label, _ in PARITY], say=lambda _: None)
+    export_model(config, [t for _, t in PARITY], [label for label, _ in PARITY], say=lambda _: None)
+    return json.loads((Path(out) / layout.EXPORT_META).read_text(encoding="utf-8"))  # exactly what export.json holds
 
 
 # A real `senti serve` on 127.0.0.1 (the API key comes through --api-key-env).

@@ -9,7 +9,6 @@ import typer
 from rich.table import Table
 
 from senti.cli.common import TRUST_PICKLE_HELP, choices, console, quiet, say, sigterm_unwinds, user_errors
-from senti.core.artifacts import ExportMeta
 from senti.export.pipeline import EXPORT_FORMATS, QUANTIZE_CHOICES
 
 app = typer.Typer()
@@ -50,18 +49,18 @@ def export_cmd(
                               opset=opset, max_seq_len=max_seq_len, overwrite=overwrite, triton_name=triton_name,
                               threads=threads, trust_pickle=trust_pickle)
         record = export_checkpoint(config, dataset, parity_samples, say=say)
-    table = Table(title=f"export parity on {record['parity_texts']} dev texts (reference accuracy "
-                        f"{record['reference_accuracy']:.4f})")
+    table = Table(title=f"export parity on {record.parity_texts} dev texts (reference accuracy "
+                        f"{record.reference_accuracy or 0:.4f})")
     for col in ("format", "max |logit diff|", "alone vs batch", "label agreement", "accuracy", "fit"):
         table.add_column(col, justify="right")
-    for fmt, entry in ExportMeta.from_json(record, str(output_dir)).formats.items():
+    for fmt, entry in record.formats.items():
         p = entry.parity
         table.add_row(fmt, _figure(p.max_abs_logit_diff, ".2e"), _figure(p.max_batch_dependence, ".1e"),
                       _figure(p.label_agreement, ".4f"), _figure(p.accuracy, ".4f"),
                       {True: "yes", False: "NO", None: "unverified"}[p.fit])
     console.print(table)
-    console.print(f"export: [bold]{output_dir}[/] ({', '.join(record['formats'])}; Triton repository: "
-                  f"{record['triton'] or 'none'})")
+    console.print(f"export: [bold]{output_dir}[/] ({', '.join(record.formats)}; Triton repository: "
+                  f"{record.triton or 'none'})")
 
 
 def _figure(value: float | None, spec: str) -> str:

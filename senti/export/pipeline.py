@@ -6,7 +6,6 @@ replaces an old one, with --overwrite) only once every fp32 format has matched t
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -248,8 +247,8 @@ def _reference(model, tokenizer, fast: FastTokenizer, texts: list[str], gold: li
 
 def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=print,
                  spec: ExportSpec = ERNIE_SEQUENCE_CLASSIFICATION, data: SplitRecipe | None = None,
-                 calibration_texts: list[str] | None = None) -> dict:
-    """Export per `config`, proving parity on `texts` (with `gold` labels); returns export.json's content.
+                 calibration_texts: list[str] | None = None) -> ExportMeta:
+    """Export per `config`, proving parity on `texts` (with `gold` labels); returns the export.json record written.
 
     `data` is the split recipe the parity texts were cut with, recorded in export.json;
     `calibration_texts` (training texts) set the static INT8 scales (default: the parity texts).
@@ -278,13 +277,14 @@ def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=pr
         formats, io = _write_formats(config, job, reference, say)
         triton = _write_beside(config, staging, (tokenizer, settings, fast), meta.labels, max_len)
         written = Written(formats, io, triton, settings)
-        _export_record(config, data, job, reference, written, time.perf_counter() - started).write(staging)
+        record = _export_record(config, data, job, reference, written, time.perf_counter() - started)
+        record.write(staging)
         stopping.checkpoint()
         _publish(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return json.loads((out / layout.EXPORT_META).read_text(encoding="utf-8"))  # exactly what export.json holds
+    return record
 
 
 def _write_formats(config: ExportConfig, job: Job, reference: Reference, say) -> tuple[dict, dict | None]:

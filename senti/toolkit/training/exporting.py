@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from senti.core.artifacts import SplitRecipe
+from senti.core.artifacts import ExportMeta, SplitRecipe
 from senti.core.checkpoint import read_meta
 from senti.core.errors import SentiError
 from senti.toolkit.data.splits import recorded_splits
@@ -27,7 +27,7 @@ def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list
             [e.text for e in splits.train[:CALIBRATION_TEXTS]])
 
 
-def export_checkpoint(config, dataset: str | None = None, parity_samples: int = 1000, say=print) -> dict:
+def export_checkpoint(config, dataset: str | None = None, parity_samples: int = 1000, say=print) -> ExportMeta:
     """Export per `config` (an ExportConfig), proving parity on up to `parity_samples` dev texts; returns
     the export's metadata as written."""
     from senti.export.pipeline import export_model
