@@ -65,8 +65,9 @@ def aspects(
 
 @app.command("aspect-report")
 def aspect_report(
-    input: Annotated[Path, typer.Option(help="A file senti aspects answered (.jsonl), with a date column.",
-                                        exists=True, dir_okay=False)],
+    input: Annotated[Path, typer.Option(help="A file senti aspects answered (.jsonl), with a date column; or, with "
+                                             "--rows, the output senti predict --engine ray --aspects wrote.",
+                                        exists=True)],
     output_dir: Annotated[Path, typer.Option(help="Folder for report.json and negative_share.png.",
                                              file_okay=False)],
     date_column: Annotated[str, typer.Option(help="The column with each row's ISO date or date-time.")] = "date",
@@ -74,14 +75,24 @@ def aspect_report(
     text_column: Annotated[Optional[str], typer.Option(help="The text column (default: text, review, ...).")] = None,
     min_mentions: Annotated[int, typer.Option(help="Mentions an aspect needs in the last period and in those "
                                                    "before it for a jump to be named.", min=1)] = DEFAULT_MIN_MENTIONS,
+
+    rows: Annotated[Optional[Path], typer.Option(help="The file Ray scored (its dates and texts), joined with "
+                                                      "--input's answers by --id-column.", exists=True,
+                                                 dir_okay=False)] = None,
+    id_column: Annotated[str, typer.Option(help="With --rows: the column given to senti predict as "
+                                                "--id-column.")] = "id",
 ):
     """Count each aspect's answers per period, plot each aspect's negative share over time, and name the aspect
     whose negative share jumped in the last period, with example reviews."""
     with user_errors():
+        from senti.core.errors import DataError
         from senti.toolkit.surge.aspect_report import aspect_report as report_of
-        from senti.toolkit.surge.aspect_report import mentions, share_of, write_report
+        from senti.toolkit.surge.aspect_report import mentions, ray_joined_rows, share_of, write_report
 
-        report = report_of(input, date_column, period.value, text_column, min_mentions)
+        joined = ray_joined_rows(input, rows, id_column, text_column) if rows is not None else None
+        if rows is None and input.is_dir():
+            raise DataError(f"--input {input} is a folder: give --rows, the file Ray scored, to join its answers")
+        report = report_of(input, date_column, period.value, text_column, min_mentions, joined)
         paths = write_report(report, output_dir)
     last = report.periods[-1]
     table = Table(title=f"{report.rows} rows, {len(report.periods)} {period.value}s; last: {last}")

@@ -401,3 +401,33 @@ def pq_rows(folder: Path) -> list[dict]:
     import pyarrow.parquet as pq
 
     return pq.read_table(folder).to_pylist()
+
+
+def test_the_aspect_report_over_rays_output_joins_the_input_rows_by_id(_exported, local_ray, tmp_path):
+    """Ray writes the id and the answers, not the date: `senti aspect-report --rows` joins them back, and counts
+    what the report over `senti aspects`' own answers of the same rows counts."""
+    from senti.core.aspects import parse_aspects
+    from senti.serving.aspects import answer_aspects
+    from senti.toolkit.surge.aspect_report import aspect_report, ray_joined_rows
+
+    out, _ = _exported
+    texts = ["服务态度很好，价格太贵了。", "价格实惠，推荐", "服务差。价格也贵。", "没有提到任何方面"] * 6
+    days = ["2024-05-06", "2024-05-13"]
+    rows = [{"id": f"r{i}", "date": days[i // 12], "text": t} for i, t in enumerate(texts)]
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    lines[5] = '{"id": "r5", "text": broken'  # an error row of Ray's, and a row the report cannot read
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    predict_with_ray(out, str(src), str(tmp_path / "out.parquet"),
+                     RayJob(batch_size=8, id_column="id", backend="onnx", aspects=ASPECTS))
+    joined = aspect_report(tmp_path / "out.parquet", period="week",
+                           rows=ray_joined_rows(tmp_path / "out.parquet", src, "id", None))
+
+    answers = answer_aspects(Predictor.load(out, backend="onnx"), texts, parse_aspects(ASPECTS, "test"))
+    local = tmp_path / "answered.jsonl"
+    local.write_text("".join(json.dumps({**r, "aspects": {n: a.to_json() for n, a in answers[i].items()}},
+                                        ensure_ascii=False) + "\n" for i, r in enumerate(rows) if i != 5),
+                     encoding="utf-8")
+    direct = aspect_report(local, period="week")
+    assert joined.periods == direct.periods == ["2024-W19", "2024-W20"] and joined.counts == direct.counts
+    assert joined.rows == 24 and joined.first_skipped is not None and joined.first_skipped.startswith("line 6:")

@@ -118,32 +118,96 @@ class _Reader:
         self.skipped[why] = self.skipped.get(why, 0) + 1
         self.first_skipped = self.first_skipped or f"line {line}: {why}"
 
-    def read(self, path: Path, text_column: str | None) -> list[tuple[str, int, str, dict]]:
-        """(period, line, text, answers) of every usable row of `path`."""
-        from senti.core.rows import read_rows
-
+    def read(self, rows) -> list[tuple[str, int, str, dict]]:
+        """(period, line, text, answers) of every usable row of `rows`, each (line, text, record, error)."""
         kept = []
-        for row in read_rows(path, text_column):
+        for line, text, record, error in rows:
             self.rows += 1
-            record = row.record or {}
-            answers = _answers_of(record) if row.error is None else None
+            record = record or {}
+            answers = _answers_of(record) if error is None else None
             when = period_of(record.get(self.date_column), self.period)
-            if row.error is not None or answers is None:
-                self.skip(row.line, row.error or "no `aspects` answers (not a senti aspects output row)")
+            if error is not None or answers is None:
+                self.skip(line, error or "no `aspects` answers (not a senti aspects output row)")
             elif when is None:
-                self.skip(row.line, f"no ISO date in '{self.date_column}'")
+                self.skip(line, f"no ISO date in '{self.date_column}'")
             else:
-                kept.append((when, row.line, row.text or "", answers))
+                kept.append((when, line, text or "", answers))
         return kept
 
 
+def answered_rows(path: Path, text_column: str | None):
+    """(line, text, record, error) of a file `senti aspects` answered."""
+    from senti.core.rows import read_rows
+
+    for row in read_rows(path, text_column):
+        yield row.line, row.text, row.record, row.error
+
+
+def ray_joined_rows(output: Path, rows: Path, id_column: str, text_column: str | None):
+    """(line, text, record, error) of each row of the input file `rows` that `senti predict --engine ray --aspects`
+    scored into `output` (its folder of Parquet or JSONL parts, which hold the id and the answers, not the date):
+    the input row with an `aspects` object made of Ray's `aspect_NAME` and `aspect_NAME_score` columns, joined by
+    `id_column` (the column given to senti predict as --id-column); `line` is the input file's."""
+    from senti.core.rows import read_rows
+
+    answered = _ray_answers(output)
+    for row in read_rows(rows, text_column):
+        record = row.record or {}
+        key = record.get(id_column)
+        answers = answered.get(str(key)) if key is not None else None
+        why = row.error or (f"no '{id_column}' (--id-column)" if key is None else
+                            None if answers else f"id {str(key)[:40]!r} has no answers in {output}")
+        yield row.line, row.text, {**record, "aspects": answers} if answers else None, why
+
+
+def _ray_answers(output: Path) -> dict[str, dict]:
+    """{id: {aspect: {polarity, score, evidence}}} from Ray's output folder (or one file of it); rows without
+    answers (error rows) left out."""
+    table = _ray_table(Path(output))
+    answers = {}
+    for record in table:
+        names = [c[len("aspect_"):] for c in record if c.startswith("aspect_") and f"{c}_score" in record]
+        if not names:
+            raise DataError(f"{output}: no aspect_NAME columns; score with senti predict --engine ray --aspects")
+        if record.get("id") is None or any(record[f"aspect_{n}"] not in ASPECT_POLARITIES for n in names):
+            continue
+        answers[str(record["id"])] = {n: {"polarity": record[f"aspect_{n}"], "score": record[f"aspect_{n}_score"],
+                                          "evidence": []} for n in names}
+    return answers
+
+
+def _ray_table(output: Path) -> list[dict]:
+    """Ray's output rows: a Parquet folder or file through pyarrow, a JSONL folder's part files (or one file)
+    line by line; only regular files directly inside the folder are read."""
+    parts = sorted(p for p in output.iterdir() if p.is_file() and not p.is_symlink()) if output.is_dir() else [output]
+    if output.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            return [row for part in parts for row in pq.read_table(part).to_pylist()]
+        except Exception as err:  # pyarrow raises assorted types on a damaged file
+            raise DataError(f"{output}: not Ray's Parquet output ({type(err).__name__})") from None
+    rows = []
+    for part in parts:
+        for n, line in enumerate(part.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    raise DataError(f"{part}:{n}: not a JSON line (not Ray's JSONL output)") from None
+                if isinstance(record, dict):
+                    rows.append(record)
+    return rows
+
+
 def aspect_report(path: Path, date_column: str = "date", period: str = "week", text_column: str | None = None,
-                  min_mentions: int = DEFAULT_MIN_MENTIONS) -> AspectReport:
-    """The report over the answered file at `path` (see the module's docstring). DataError when no row is usable."""
+                  min_mentions: int = DEFAULT_MIN_MENTIONS, rows=None) -> AspectReport:
+    """The report over the answered file at `path` (see the module's docstring), or over `rows` when given (an
+    iterable of (line, text, record, error), as `ray_joined_rows` gives). DataError when no row is usable."""
     if period not in PERIODS:
         raise DataError(f"period must be one of {', '.join(PERIODS)}; got {period!r}")
     reader = _Reader(date_column, period)
-    kept = reader.read(Path(path), text_column)
+    kept = reader.read(answered_rows(Path(path), text_column) if rows is None else rows)
     if not kept:
         raise DataError(f"{path}: no row has both `aspects` answers and an ISO date in '{date_column}' "
                         f"({reader.first_skipped or 'the file is empty'}); --date-column names the date")

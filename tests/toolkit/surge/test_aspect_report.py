@@ -108,3 +108,41 @@ def test_senti_aspect_report_prints_the_table_and_the_jump(tmp_path):
     bad = CliRunner().invoke(app, ["aspect-report", "--input", str(answered), "--output-dir", str(tmp_path / "o2"),
                                    "--date-column", "when"], env={"COLUMNS": "200"})
     assert bad.exit_code != 0 and "no row has both" in bad.output and not (tmp_path / "o2").exists()
+
+
+def _ray_output(folder, rows) -> None:
+    """The rows' answers as `senti predict --engine ray --aspects` writes them to JSONL: a folder of part files, each
+    line the id, the prediction and `aspect_NAME` / `aspect_NAME_score` columns (no date, no text)."""
+    folder.mkdir()
+    lines = [json.dumps({"id": r["id"], "label": "positive", "score": 0.9, "error": None,
+                         **{f"aspect_{n}": a["polarity"] for n, a in r["aspects"].items()},
+                         **{f"aspect_{n}_score": a["score"] for n, a in r["aspects"].items()}}, ensure_ascii=False)
+             for r in rows]
+    (folder / "part-0.json").write_text("\n".join(lines[:9]) + "\n", encoding="utf-8")
+    (folder / "part-1.json").write_text("\n".join(lines[9:]) + "\n", encoding="utf-8")
+
+
+def test_senti_aspect_report_joins_rays_output_to_the_rows_it_scored_by_id(tmp_path):
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+
+    rows = _rows()
+    _ray_output(tmp_path / "answers.jsonl", rows[1:])  # r0 has no answer: left out and counted
+    scored = tmp_path / "reviews.jsonl"
+    _write(scored, [{k: v for k, v in r.items() if k != "aspects"} for r in rows])
+    args = ["aspect-report", "--input", str(tmp_path / "answers.jsonl"), "--output-dir", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, [*args, "--rows", str(scored)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "jump: delivery negative in 83.3% of 6 mentions in 2024-W20, against 9.1% of 11 before" in result.output
+    assert "line 13: 第2周第0条：物流negative" in result.output  # the line of the file Ray scored
+    assert "1 rows left out (first: line 1: id '0-0' has no answers in" in result.output
+    report = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
+    assert report["counts"]["2024-W20"]["delivery"] == {"positive": 1, "neutral": 0, "negative": 5, "not_mentioned": 0}
+    folder = CliRunner().invoke(app, args)
+    assert folder.exit_code != 0 and "is a folder: give --rows" in folder.output
+    (tmp_path / "plain.jsonl").mkdir()
+    (tmp_path / "plain.jsonl" / "part-0.json").write_text('{"id": "0-0", "label": "positive"}\n', encoding="utf-8")
+    plain = CliRunner().invoke(app, ["aspect-report", "--input", str(tmp_path / "plain.jsonl"), "--output-dir",
+                                     str(tmp_path / "o3"), "--rows", str(scored)], env={"COLUMNS": "200"})
+    assert plain.exit_code != 0 and "no aspect_NAME columns" in plain.output
