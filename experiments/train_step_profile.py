@@ -42,7 +42,7 @@ def main(argv=None) -> None:
 
     config = TrainConfig(model=f"scratch:{args.shape}", dataset=args.dataset, output_dir="runs/step-profile",
                          overwrite=True, batch_size=args.batch_size, max_seq_len=128, baseline=False, lr=1e-4)
-    run = TrainRun(config, (1e-4, "given"), say=lambda _: None)
+    run = TrainRun(config, lambda: (1e-4, "given"), say=lambda _: None)
     run.prepare()
     lengths = run.lengths
     optimizer, _ = make_optimizer(list(run.model.named_parameters()), run.config, 1000)

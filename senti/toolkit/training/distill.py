@@ -299,8 +299,8 @@ class DistillRun(ClassifierRun[DistillConfig]):
 def run_distillation(config: DistillConfig, say=print, progress=None) -> DistillReport | None:
     """Distill per `config`; writes an ordinary checkpoint plus distill.json; returns the report (None on a worker
     other than rank 0, which writes it)."""
-    run = DistillRun(config, default_lr(config.student, from_scratch=config.student in STUDENT_PRESETS), say,
-                     progress)
+    run = DistillRun(config, lambda: default_lr(config.student, from_scratch=config.student in STUDENT_PRESETS),
+                     say, progress)
     run.run()
     if not run.main:  # rank 0 alone has the checkpoint (and writes the report)
         return None

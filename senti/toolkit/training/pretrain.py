@@ -369,7 +369,7 @@ class PretrainRun(Run[PretrainConfig]):
 
 def run_pretraining(config: PretrainConfig, say=print, progress=None) -> PretrainMetrics:
     """Pretrain per `config` into `config.output_dir`; returns the metrics (also in metrics.json)."""
-    return PretrainRun(config, (PRETRAIN_LR, "pretraining's default"), say, progress).run()
+    return PretrainRun(config, lambda: (PRETRAIN_LR, "pretraining's default"), say, progress).run()
 
 
 class PretrainRecords(Callback):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -142,12 +143,12 @@ class EpochStats:
 Settings = TypeVar("Settings", bound=RunConfig)
 
 
-def settled_lr(config, default: tuple[float, str], say):
-    """The settings with the learning rate resolved before the run starts: `--lr` when given, else `default`
-    (a rate and why), said."""
+def settled_lr(config, default: Callable[[], tuple[float, str]], say):
+    """The settings with the learning rate resolved before the run starts: `--lr` when given, else `default()`
+    (a rate and why; asked only then), said."""
     if config.lr is not None:
         return config
-    lr, why = default
+    lr, why = default()
     say(f"learning rate {lr:g}: {why}; --lr sets another")
     return replace(config, lr=lr)
 
@@ -166,7 +167,7 @@ class Run(Generic[Settings]):
     task_name = "training"
     resumable = False
 
-    def __init__(self, config: Settings, default_lr: tuple[float, str], say=print, progress=None):
+    def __init__(self, config: Settings, default_lr: Callable[[], tuple[float, str]], say=print, progress=None):
         import paddle.distributed as dist
 
         self.runtime = configure_runtime(config.threads)

@@ -212,7 +212,7 @@ def parent_dev(parent: Path, recipe: SplitRecipe, tokenizer, labels: list[str], 
 def run_training(config: TrainConfig, say=print, progress=None) -> TrainingMetrics:
     """Train per `config`, keep the best dev checkpoint in `config.output_dir`, return the metrics (as metrics.json
     holds them)."""
-    return TrainRun(config, default_lr(config.model), say, progress).run()
+    return TrainRun(config, lambda: default_lr(config.model), say, progress).run()
 
 
 def hold_encoder(model) -> int:
