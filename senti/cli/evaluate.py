@@ -48,7 +48,7 @@ def evaluate(
     several --dataset (or --group-by), one table row per domain with the baseline beside each."""
     quiet()
     from senti.core import layout
-    from senti.toolkit.evaluation.evaluate import evaluate_model, write_evaluation
+    from senti.toolkit.evaluation.evaluate import evaluate_model
 
     datasets = dataset or []
     with user_errors():
@@ -66,7 +66,7 @@ def evaluate(
         result = evaluate_model(model, datasets[0] if datasets else None, split.value, batch_size, trust_pickle,
                                 backend.value, baseline, seed)
     output = output or model / layout.eval_results(split.value)
-    write_evaluation(result, output)
+    result.write_to(output)
     seed = result.data.seed if result.data else None
     cut = f", seed {seed}" if seed is not None else ""
     console.print(f"{split.value} of {result.dataset}{cut}, scored by {result.backend}: accuracy "

@@ -62,6 +62,11 @@ def remove_stale_work(folder: Path, name: str, kind: str) -> list[Path]:
     return removed
 
 
+def required_fields(cls) -> list[str]:
+    """The fields of the dataclass `cls` without a default: the keys a record read from a file must hold."""
+    return [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+
+
 def known_fields(cls, data: dict) -> dict:
     """The entries of `data` that are fields of the dataclass `cls`: a record read from a file keeps out keys it
     does not know (a newer senti's, or a hand-edited file's)."""
@@ -86,8 +91,7 @@ class Record:
     def from_json(cls, data):
         if not isinstance(data, dict):
             raise ValueError(f"{cls.__name__} must be an object")
-        missing = [f.name for f in fields(cls) if f.name not in data and f.default is MISSING  # type: ignore[arg-type]
-                   and f.default_factory is MISSING]
+        missing = [name for name in required_fields(cls) if name not in data]
         if missing:
             raise ValueError(f"{cls.__name__} misses {', '.join(missing)}")
         return cls(**typed_values(cls, known_fields(cls, data)))
@@ -320,10 +324,6 @@ class ArtifactMeta:
     NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {}
 
     @classmethod
-    def required_keys(cls) -> list[str]:
-        return [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
-
-    @classmethod
     def from_json(cls, data, where: str):
         """Validate a parsed file: an object, a supported `meta_version`, every required key; extra keys kept out."""
         if not isinstance(data, dict):
@@ -333,7 +333,7 @@ class ArtifactMeta:
             raise ArtifactError(f"{where}: {cls.KIND} metadata version {version!r} is not one this senti reads "
                                 f"({', '.join(map(str, layout.SUPPORTED_META_VERSIONS))}); re-create it with this "
                                 "version of senti")
-        missing = [k for k in cls.required_keys() if k not in data]
+        missing = [k for k in required_fields(cls) if k not in data]
         if missing:
             raise ArtifactError(f"{where}: unreadable {cls.KIND} metadata (missing {', '.join(missing)})")
         values = known_fields(cls, data)
@@ -378,7 +378,11 @@ class ArtifactMeta:
         return {f.name: to_plain(getattr(self, f.name)) for f in fields(self)}
 
     def write(self, folder: Path) -> None:
-        write_json_atomic(Path(folder) / self.FILE, self.to_json())
+        self.write_to(Path(folder) / self.FILE)
+
+    def write_to(self, path: Path) -> None:
+        """Written at `path` (a schema whose file name carries a split: eval_<split>.json), atomically."""
+        write_json_atomic(path, self.to_json())
 
 
 @dataclass
@@ -420,7 +424,6 @@ class ExportMeta(ArtifactMeta):
     NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {
         "tokenizer": TokenizerSettings.from_export_json,
         "formats": lambda formats: {name: FormatRecord.from_json(entry) for name, entry in _mapping(formats).items()},
-        "data": SplitRecipe.from_json,
     }
 
     labels: list[str]

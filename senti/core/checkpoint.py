@@ -78,8 +78,7 @@ class CheckpointMeta(ArtifactMeta):
 
     FILE: ClassVar[str] = layout.CHECKPOINT_META
     KIND: ClassVar[str] = "checkpoint"
-    NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {"tokenizer": TokenizerSettings.from_json,
-                                                          "data": SplitRecipe.from_json}
+    NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {"tokenizer": TokenizerSettings.from_json}
 
     labels: list[str]
     max_seq_len: int

@@ -6,11 +6,10 @@ writes it through `write` (atomic); readers get one clear error for a file that 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import ClassVar
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta, Record, Setting, write_json_atomic
+from senti.core.artifacts import ArtifactMeta, Record, Setting
 from senti.core.checkpoint import EvalPoint, ModelSource
 from senti.core.runtime import RuntimeRecord
 
@@ -314,8 +313,9 @@ class ScoredData(Record):
 
 
 @dataclass
-class DomainFigures(Record):
-    """One domain of `eval_domains_<split>.json`: the model's figures on it, the baseline's, the texts seen."""
+class ScoredFigures:
+    """A model's figures on a set of texts, the baseline's beside them and the texts it had seen: the body of
+    `eval_<split>.json` (EvalRecord) and of each domain of `eval_domains_<split>.json` (DomainFigures)."""
 
     labels: list[str]
     n: int
@@ -325,10 +325,16 @@ class DomainFigures(Record):
     per_class_recall: dict[str, float]
     per_class_f1: dict[str, float]
     support: dict[str, int]
-    confusion_matrix: list[list[int]]
+    confusion_matrix: list[list[int]]  # rows: true label, columns: predicted
     truncated_texts: int = 0
+    # texts the model was trained on among those scored, accuracy on them and on the rest
     seen_in_training: SeenFigures | None = None
     baseline: BaselineFigures | None = None
+
+
+@dataclass
+class DomainFigures(Record, ScoredFigures):
+    """One domain of `eval_domains_<split>.json`: the model's figures on it, the baseline's, the texts seen."""
 
 
 @dataclass
@@ -347,12 +353,9 @@ class DomainReport(ArtifactMeta):
     group_by: str | None = None
     meta_version: int = layout.META_VERSION
 
-    def write_to(self, path: Path) -> None:
-        write_json_atomic(path, self.to_json())
 
-
-@dataclass
-class EvalRecord(ArtifactMeta):
+@dataclass(kw_only=True)
+class EvalRecord(ArtifactMeta, ScoredFigures):
     """`eval_<split>.json` (`layout.eval_results`): one model scored on one split, or every labelled row of a file,
     with the n-gram baseline on the same texts."""
 
@@ -363,21 +366,5 @@ class EvalRecord(ArtifactMeta):
     backend: str
     dataset: str
     split: str
-    labels: list[str]
-    n: int
-    accuracy: float
-    macro_f1: float
-    per_class_precision: dict[str, float]
-    per_class_recall: dict[str, float]
-    per_class_f1: dict[str, float]
-    support: dict[str, int]
-    confusion_matrix: list[list[int]]  # rows: true label, columns: predicted
     meta_version: int = layout.META_VERSION
     data: ScoredData | None = None  # how the split was cut (dataset, seed, columns)
-    truncated_texts: int = 0
-    baseline: BaselineFigures | None = None
-    # texts the model was trained on among those scored, accuracy on them and on the rest
-    seen_in_training: SeenFigures | None = None
-
-    def write_to(self, path: Path) -> None:
-        write_json_atomic(path, self.to_json())

@@ -250,8 +250,3 @@ def choose_ngram_weight(model, dev_ids, dev_y, train_counts: np.ndarray | None =
     offsets = adjustment_offsets(train_counts, tau) if tau else None
     model.config.class_offsets = offsets
     return {**fields, "logit_adjustment_tau": tau}, scores if offsets is None else scores + offsets
-
-
-def write_evaluation(record: EvalRecord, path: Path) -> None:
-    """`eval_<split>.json`: what evaluate_model returned."""
-    record.write_to(path)
