@@ -187,16 +187,16 @@ def _ray_table(output: Path) -> list[dict]:
             return [row for part in parts for row in pq.read_table(part).to_pylist()]
         except Exception as err:  # pyarrow raises assorted types on a damaged file
             raise DataError(f"{output}: not Ray's Parquet output ({type(err).__name__})") from None
+    from senti.core.rows import parse_json_line
+
     rows = []
     for part in parts:
         for n, line in enumerate(part.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             if line.strip():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    raise DataError(f"{part}:{n}: not a JSON line (not Ray's JSONL output)") from None
-                if isinstance(record, dict):
-                    rows.append(record)
+                record, why = parse_json_line(line)  # bounded in depth, as every JSON line senti reads
+                if record is None:
+                    raise DataError(f"{part}:{n}: {why} (not Ray's JSONL output)")
+                rows.append(record)
     return rows
 
 

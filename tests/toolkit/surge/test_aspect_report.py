@@ -146,3 +146,16 @@ def test_senti_aspect_report_joins_rays_output_to_the_rows_it_scored_by_id(tmp_p
     plain = CliRunner().invoke(app, ["aspect-report", "--input", str(tmp_path / "plain.jsonl"), "--output-dir",
                                      str(tmp_path / "o3"), "--rows", str(scored)], env={"COLUMNS": "200"})
     assert plain.exit_code != 0 and "no aspect_NAME columns" in plain.output
+
+
+def test_a_ray_part_file_nested_too_deep_is_one_data_error(tmp_path):
+    """Ray's JSONL parts are read with the bounded JSON reader every row file goes through: a line of 100,000 "["
+    was a RecursionError out of json.loads."""
+    from senti.toolkit.surge.aspect_report import ray_joined_rows
+
+    (tmp_path / "answers.jsonl").mkdir()
+    (tmp_path / "answers.jsonl" / "part-0.json").write_text("[" * 100_000 + "\n", encoding="utf-8")
+    _write(tmp_path / "reviews.jsonl", [{"id": "0-0", "date": "2024-05-06", "text": "好"}])
+    with pytest.raises(DataError, match=r"part-0\.json:1: JSON nested deeper than \d+ levels"):
+        aspect_report(tmp_path / "answers.jsonl",
+                      rows=ray_joined_rows(tmp_path / "answers.jsonl", tmp_path / "reviews.jsonl", "id", None))
