@@ -75,7 +75,6 @@ def aspect_report(
     text_column: Annotated[Optional[str], typer.Option(help="The text column (default: text, review, ...).")] = None,
     min_mentions: Annotated[int, typer.Option(help="Mentions an aspect needs in the last period and in those "
                                                    "before it for a jump to be named.", min=1)] = DEFAULT_MIN_MENTIONS,
-
     rows: Annotated[Optional[Path], typer.Option(help="The file Ray scored (its dates and texts), joined with "
                                                       "--input's answers by --id-column.", exists=True,
                                                  dir_okay=False)] = None,
@@ -89,9 +88,9 @@ def aspect_report(
         from senti.toolkit.surge.aspect_report import aspect_report as report_of
         from senti.toolkit.surge.aspect_report import mentions, ray_joined_rows, share_of, write_report
 
-        joined = ray_joined_rows(input, rows, id_column, text_column) if rows is not None else None
         if rows is None and input.is_dir():
             raise DataError(f"--input {input} is a folder: give --rows, the file Ray scored, to join its answers")
+        joined = ray_joined_rows(input, rows, id_column, text_column) if rows is not None else None
         report = report_of(input, date_column, period.value, text_column, min_mentions, joined)
         paths = write_report(report, output_dir)
     last = report.periods[-1]
