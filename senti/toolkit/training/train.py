@@ -35,7 +35,8 @@ class TrainRun(ClassifierRun[TrainConfig]):
         config, say = self.config, self.say
         recipe = SplitRecipe(dataset=recorded_dataset(config.dataset), seed=config.seed, text_column=config.text_column,
                              label_column=config.label_column,
-                             fingerprint=data_fingerprint(config.dataset, config.text_column, config.label_column))
+                             fingerprint=data_fingerprint(config.dataset, config.text_column, config.label_column),
+                             labels=parent_labels(config.model))
         splits = load_recipe(recipe)
         labels, replayed, lineage = continuation(config, splits)
         for note in lineage.replay_notes if lineage else []:
@@ -246,6 +247,12 @@ def fit_baseline_figures(splits, train_rows, labels, seed: int, say) -> dict:
     return record
 
 
+def parent_labels(model: str) -> list[str] | None:
+    """The labels of the checkpoint `model` names (a continuation keeps them), or None for any other start."""
+    spec = Path(model).expanduser()
+    return read_meta(spec).labels if spec.is_dir() and is_checkpoint(spec) else None
+
+
 def continuation(config: TrainConfig, splits) -> tuple[list[str], list, Lineage | None]:
     """(label set, replayed rows, lineage). Continuing from a checkpoint keeps its labels (a label it does not
     know is an error naming it) and records the parent; `--replay` mixes a seeded sample of old training rows
@@ -269,8 +276,14 @@ def continuation(config: TrainConfig, splits) -> tuple[list[str], list, Lineage 
                          f"({', '.join(labels)}); a model continued from a checkpoint keeps its label set")
     replayed: list = []
     notes: list[str] = []
+    held = sorted({e.label for e in splits.train})
+    if len(held) < 2 and not config.replay:
+        raise SentiError(f"{config.dataset}: the train split holds only '{held[0]}'; continuing a model on one label "
+                         "needs --replay OLD_DATA, so that it still learns from the others")
     if config.replay:
         replayed, notes = _replay_rows(config, parent_meta.data, splits, labels)
+        if len(held) < 2:
+            notes.append(f"the train split holds only '{held[0]}': the other labels are seen in the replayed rows")
     lineage = Lineage(parent=str(parent.resolve()),
                       parent_version=hashlib.sha256((parent / layout.CHECKPOINT_META).read_bytes()).hexdigest()[:12],
                       parent_data=parent_meta.data, dataset=config.dataset, replay=config.replay,

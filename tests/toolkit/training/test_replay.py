@@ -188,3 +188,26 @@ def test_freeze_encoder_trains_the_head_and_holds_every_encoder_weight(tiny_chec
     encoder = [n for n in before if n.startswith("ernie.") and not n.startswith("ernie.pooler.")]
     assert len(encoder) > 10 and all((before[n] == after[n]).all() for n in encoder)
     assert not (before["classifier.weight"] == after["classifier.weight"]).all()
+
+
+def test_a_surge_of_one_label_continues_its_parent_with_replay_and_is_refused_without(tiny_checkpoint, tmp_path):
+    """A surge of complaints can be all one class: the parent knows both labels and the replay shows the other, so a
+    new training split of one label (here 0 in ChnSentiCorp's layout, the parent's 'negative') continues it; without
+    --replay it is one line naming the label. Before, the loader refused any train split of one label."""
+    from senti.core.checkpoint import read_meta
+    from senti.toolkit.data.splits import load_recipe
+
+    ckpt, old_data = tiny_checkpoint
+    complaints = [("0", text) for label, text in synthetic_rows(120, seed=81) if label == "negative"]
+    test = [({"negative": "0", "positive": "1"}[label], text) for label, text in synthetic_rows(20, seed=82)]
+    new = write_folder(tmp_path / "surge", complaints[:48], complaints[48:], test)
+    metrics = train_tiny(tmp_path / "child", new, model=str(ckpt), replay=str(old_data), epochs=1)
+    assert metrics["data"]["replayed_rows"] == 48
+    assert metrics["data"]["label_counts"]["train"] == {"negative": 48}
+    recipe = read_meta(tmp_path / "child").data
+    assert recipe is not None and recipe.labels == ["negative", "positive"]
+    again = load_recipe(recipe)  # eval and export cut the child's data again from its recipe
+    assert again.labels == ["negative", "positive"] and len(again.train) == 48
+    with pytest.raises(SentiError, match="train split holds only 'negative'; continuing a model on one label needs "
+                                         "--replay"):
+        train_tiny(tmp_path / "alone", new, model=str(ckpt), epochs=1)
