@@ -31,12 +31,13 @@ class TrainRun(ClassifierRun[TrainConfig]):
         """Data (with replay and the pool), model, encoded ids, hashes, the data said, then the records."""
         import paddle
 
-        max_len = self.settle_length()
+        parent = parent_meta(self.config.model)
+        max_len = self.settle_length(parent)
         config, say = self.config, self.say
         recipe = SplitRecipe(dataset=recorded_dataset(config.dataset), seed=config.seed, text_column=config.text_column,
                              label_column=config.label_column,
                              fingerprint=data_fingerprint(config.dataset, config.text_column, config.label_column),
-                             labels=parent_labels(config.model))
+                             labels=parent.labels if parent else None)
         splits = load_recipe(recipe)
         labels, replayed, lineage = continuation(config, splits)
         for note in lineage.replay_notes if lineage else []:
@@ -69,11 +70,10 @@ class TrainRun(ClassifierRun[TrainConfig]):
         self.meta = checkpoint_meta("senti train", labels, max_len, tokenizer, source,
                                     self.metrics.versions, recipe, lineage)
 
-    def settle_length(self) -> int:
-        """The sequence length to train at (continuing a checkpoint keeps the length it was trained at), set in the
-        settings."""
-        spec = Path(self.config.model).expanduser()
-        trained_at = read_meta(spec).max_seq_len if spec.is_dir() and is_checkpoint(spec) else DEFAULT_SEQ_LEN
+    def settle_length(self, parent) -> int:
+        """The sequence length to train at (continuing a checkpoint, `parent` its metadata, keeps the length it was
+        trained at), set in the settings."""
+        trained_at = parent.max_seq_len if parent else DEFAULT_SEQ_LEN
         max_len = length_to_use(self.config.max_seq_len, trained_at)
         self.config = replace(self.config, max_seq_len=max_len)
         return max_len
@@ -247,10 +247,11 @@ def fit_baseline_figures(splits, train_rows, labels, seed: int, say) -> dict:
     return record
 
 
-def parent_labels(model: str) -> list[str] | None:
-    """The labels of the checkpoint `model` names (a continuation keeps them), or None for any other start."""
+def parent_meta(model: str):
+    """The metadata of the checkpoint `model` names (a continuation keeps its labels and sequence length), or None
+    for any other start."""
     spec = Path(model).expanduser()
-    return read_meta(spec).labels if spec.is_dir() and is_checkpoint(spec) else None
+    return read_meta(spec) if spec.is_dir() and is_checkpoint(spec) else None
 
 
 def continuation(config: TrainConfig, splits) -> tuple[list[str], list, Lineage | None]:
@@ -259,17 +260,13 @@ def continuation(config: TrainConfig, splits) -> tuple[list[str], list, Lineage 
     (`replay_ratio` x the new training rows) in, against forgetting."""
     import hashlib
 
-    from senti.toolkit.training.models import is_checkpoint
-
-    parent = Path(config.model).expanduser()
-    if not parent.is_dir() or not is_checkpoint(parent):
+    meta = parent_meta(config.model)
+    if meta is None:
         if config.replay:
             raise SentiError("--replay continues a checkpoint: --model must be a senti checkpoint folder")
         return splits.labels, [], None
-    from senti.core.checkpoint import read_meta
-
-    parent_meta = read_meta(parent)
-    labels = parent_meta.labels
+    parent = Path(config.model).expanduser()
+    labels = meta.labels
     new = sorted(set(splits.labels) - set(labels))
     if new:
         raise SentiError(f"{config.dataset}: label(s) {', '.join(new)} are not among the checkpoint's labels "
@@ -281,12 +278,12 @@ def continuation(config: TrainConfig, splits) -> tuple[list[str], list, Lineage 
         raise SentiError(f"{config.dataset}: the train split holds only '{held[0]}'; continuing a model on one label "
                          "needs --replay OLD_DATA, so that it still learns from the others")
     if config.replay:
-        replayed, notes = _replay_rows(config, parent_meta.data, splits, labels)
+        replayed, notes = _replay_rows(config, meta.data, splits, labels)
         if len(held) < 2:
             notes.append(f"the train split holds only '{held[0]}': the other labels are seen in the replayed rows")
     lineage = Lineage(parent=str(parent.resolve()),
                       parent_version=hashlib.sha256((parent / layout.CHECKPOINT_META).read_bytes()).hexdigest()[:12],
-                      parent_data=parent_meta.data, dataset=config.dataset, replay=config.replay,
+                      parent_data=meta.data, dataset=config.dataset, replay=config.replay,
                       replay_ratio=config.replay_ratio if config.replay else None, replayed_rows=len(replayed),
                       replay_notes=notes)
     return labels, replayed, lineage
