@@ -63,6 +63,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def baseline_accuracy(train_rows, rows, labels, weights: np.ndarray | None = None) -> float:
+    """The n-gram baseline fitted on `train_rows` (each counting its `weights` entry, 1 when not given), its accuracy
+    on `rows`."""
+    from senti.toolkit.evaluation.baseline import baseline_probabilities, fit_baseline
+
+    fitted = fit_baseline([e.text for e in train_rows], [e.label for e in train_rows], labels, weights=weights)
+    predicted = baseline_probabilities(fitted, [e.text for e in rows], len(labels)).argmax(1)
+    return float((predicted == np.array([labels.index(e.label) for e in rows])).mean())
+
+
 def main(argv=None) -> dict:
     args = _parser().parse_args(argv)
     from senti.core.runtime import configure_runtime
@@ -75,7 +85,6 @@ def main(argv=None) -> dict:
     from senti.core.scores import softmax
     from senti.toolkit.data.batching import encode_texts
     from senti.toolkit.data.splits import load_splits
-    from senti.toolkit.evaluation.baseline import baseline_probabilities, fit_baseline
     from senti.toolkit.evaluation.evaluate import predict_logits
     from senti.toolkit.surge.selection import pick
     from senti.toolkit.training.config import TrainConfig
@@ -92,11 +101,6 @@ def main(argv=None) -> dict:
         logits = predict_logits(model, encode_texts(tokenizer, [e.text for e in rows], meta.max_seq_len)[0])
         gold = np.array([meta.labels.index(e.label) for e in rows])
         return float((logits.argmax(1) == gold).mean()), logits
-
-    def baseline_accuracy(train_rows, rows, labels) -> float:
-        fitted = fit_baseline([e.text for e in train_rows], [e.label for e in train_rows], labels)
-        predicted = baseline_probabilities(fitted, [e.text for e in rows], len(labels)).argmax(1)
-        return float((predicted == np.array([labels.index(e.label) for e in rows])).mean())
 
     labels = load_checkpoint(Path(args.model))[2].labels
     for domain in args.domains.split(","):

@@ -17,13 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def _accuracy(train_rows, weights, rows, labels) -> float:
-    from senti.toolkit.evaluation.baseline import baseline_probabilities, fit_baseline
-
-    fitted = fit_baseline([e.text for e in train_rows], [e.label for e in train_rows], labels, weights=weights)
-    predicted = baseline_probabilities(fitted, [e.text for e in rows], len(labels)).argmax(1)
-    return float((predicted == np.array([labels.index(e.label) for e in rows])).mean())
+from experiments.far_domains import baseline_accuracy
 
 
 def measure(report_dir: Path, old_dataset: str, root: str, weights: list[float]) -> dict:
@@ -41,7 +35,7 @@ def measure(report_dir: Path, old_dataset: str, root: str, weights: list[float])
             data = report_dir / f"{domain}-{run['strategy']}-{run['seed']}-data"
             new = read_table(data / "train.tsv") + read_table(data / "dev.tsv")
             rows = old.train + new
-            scored = {str(w): _accuracy(rows, np.r_[np.ones(len(old.train)), np.full(len(new), w)], test, labels)
+            scored = {str(w): baseline_accuracy(rows, test, labels, np.r_[np.ones(len(old.train)), np.full(len(new), w)])
                       for w in weights}
             runs.append({"seed": run["seed"], **scored})
             print(json.dumps({"domain": domain, **runs[-1]}), flush=True)
