@@ -2,6 +2,7 @@
 
     python -m experiments.asap_aspects --data asap-sample/ --model EXPORT [--model EXPORT ...] [--split dev]
     python -m experiments.asap_aspects --data asap-sample/ --learned-mentions      (mention F1 only, no model)
+    python -m experiments.asap_aspects --data asap-sample/ --similar-mentions e5-small/   (mention F1 only)
 
 Methods: `rules`, a keyword in the review means mentioned and the star rating gives the polarity (4-5 positive,
 3 neutral, 1-2 negative); `senti`, `senti.serving.aspects.answer_aspects` with each model, by sentence and by clause,
@@ -84,6 +85,64 @@ def learned_mentions(train, test, aspects, thresholds=(0.3, 0.5, 0.7)) -> dict:
     return {name: float(f1_score(gold, said)) for name, said in found.items()}
 
 
+def sentence_embeddings(folder: Path, texts: list[str], prefix: str) -> np.ndarray:
+    """Mean-pooled last hidden states, unit length, of a pretrained encoder folder (a Hugging Face one is converted
+    as `senti train` converts it), each text read as `prefix + text` (e5's "query: " and "passage: ")."""
+    import paddle
+
+    from senti.core.batching import pad_batch
+    from senti.toolkit.data.batching import encode_texts
+    from senti.toolkit.training.models import build_model
+
+    model, tokenizer, _ = build_model(str(folder), ["negative", "positive"], [], 128)
+    model.eval()
+    ids = encode_texts(tokenizer, [prefix + t for t in texts], 128)[0]
+    pad_id, out = tokenizer.pad_token_id or 0, []
+    with paddle.no_grad():
+        for start in range(0, len(ids), 32):
+            input_ids, types = pad_batch(ids, range(start, min(start + 32, len(ids))), pad_id)
+            states = model.ernie(paddle.to_tensor(input_ids), token_type_ids=paddle.to_tensor(types))[0].numpy()
+            keep = (input_ids != pad_id)[..., None]
+            out.append((states * keep).sum(1) / keep.sum(1))
+    vectors = np.concatenate(out)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def similar_mentions(train, test, aspects, folder: Path) -> dict:
+    """Mention F1 on `test` of the team's keywords, and of a sentence's similarity to each aspect's label and
+    keywords (the encoder in `folder`, zero-shot; a review mentions the aspect when its most similar sentence is
+    above a threshold chosen per aspect on the train reviews), alone and OR the keywords."""
+    from sklearn.metrics import f1_score
+
+    from senti.serving.aspects import units
+
+    queries = sentence_embeddings(folder, [f"{a.label}：{'，'.join(a.keywords)}" for a in aspects], "query: ")
+
+    def similarity(rows) -> np.ndarray:  # [reviews, aspects]: the most similar sentence's cosine
+        pieces = [[r["text"][s:e] for s, e in units(r["text"], "sentence")] or [r["text"]] for r in rows]
+        vectors = sentence_embeddings(folder, [p for per in pieces for p in per], "passage: ") @ queries.T
+        ends = np.cumsum([len(per) for per in pieces])
+        return np.stack([v.max(axis=0) for v in np.split(vectors, ends[:-1])])
+
+    def truth(rows) -> tuple[np.ndarray, np.ndarray]:  # (gold mentions, keyword mentions), [reviews, aspects]
+        return (np.array([[r["gold"][a.name] != "not_mentioned" for a in aspects] for r in rows]),
+                np.array([[any(k in r["text"] for k in a.keywords) for a in aspects] for r in rows]))
+
+    (gold_train, kw_train), (gold_test, kw_test) = truth(train), truth(test)
+    sim_train, sim_test = similarity(train), similarity(test)
+    grid = [*np.round(np.linspace(0.70, 0.95, 51), 3), 2.0]  # 2.0: never (cosines are at most 1)
+    found = {"keywords": kw_test}
+    for name, with_keywords in (("similarity alone", False), ("keywords or similarity", True)):
+        said = np.zeros_like(gold_test)
+        for j in range(len(aspects)):
+            def guess(sim, kw, t):
+                return (sim[:, j] > t) | (kw[:, j] & with_keywords)
+            t = max(grid, key=lambda t: f1_score(gold_train[:, j], guess(sim_train, kw_train, t), zero_division=0))
+            said[:, j] = guess(sim_test, kw_test, t)
+        found[name] = said
+    return {name: float(f1_score(gold_test.ravel(), said.ravel())) for name, said in found.items()}
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True)
@@ -91,6 +150,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--split", default="dev")
     parser.add_argument("--output", default=None)
     parser.add_argument("--learned-mentions", action="store_true")
+    parser.add_argument("--similar-mentions", default=None, help="a pretrained encoder folder (e5-small)")
     args = parser.parse_args(argv)
     from senti.core.aspects import read_aspects
     from senti.core.runtime import configure_runtime
@@ -102,8 +162,9 @@ def main(argv=None) -> dict:
     aspects = read_aspects(data / "aspects.json")
     names = [a.name for a in aspects]
     train, test = read_asap(data / "train.csv", names), read_asap(data / f"{args.split}.csv", names)
-    if args.learned_mentions:
-        found = learned_mentions(train, test, aspects)
+    if args.learned_mentions or args.similar_mentions:
+        found = (similar_mentions(train, test, aspects, Path(args.similar_mentions)) if args.similar_mentions
+                 else learned_mentions(train, test, aspects))
         for name, f1 in found.items():
             print(f"| {name} | {f1:.3f} |")
         return found
