@@ -51,6 +51,38 @@ def synthetic_rows(n: int, classes: dict[str, list[str]] = CUES, seed: int = 0) 
     return rows
 
 
+# Aspect cues: each aspect's clause for each polarity (not mentioned: no clause), for aspect heads to learn.
+ASPECT_CUES = {
+    "service": {"positive": "服务很热情", "neutral": "服务还行吧", "negative": "服务太差了"},
+    "taste": {"positive": "味道好极了", "neutral": "味道一般般", "negative": "味道难吃死"},
+}
+
+
+def synthetic_aspect_rows(n: int, seed: int = 0) -> list[dict]:
+    """JSONL rows {"text", "aspects": {name: polarity}}: filler around one clause per mentioned aspect."""
+    rng = random.Random(seed)
+    polarities = ["positive", "neutral", "negative", "not_mentioned"]
+    rows = []
+    for _ in range(n):
+        said = {name: rng.choice(polarities) for name in ASPECT_CUES}
+        clauses = ["".join(rng.choices(FILLER, k=rng.randint(2, 6)))]
+        clauses += [ASPECT_CUES[name][p] for name, p in said.items() if p != "not_mentioned"]
+        rng.shuffle(clauses)
+        rows.append({"text": "，".join(clauses) + "。", "aspects": said})
+    return rows
+
+
+def write_aspect_data(folder: Path, n_train: int = 240, n_dev: int = 60) -> Path:
+    """A folder of train.jsonl and dev.jsonl aspect rows, and aspects.json beside them (the list they label)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n, seed in (("train", n_train, 0), ("dev", n_dev, 1)):
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                                       for r in synthetic_aspect_rows(n, seed)), encoding="utf-8")
+    aspects = [{"name": name, "keywords": [cues["positive"][:2]]} for name, cues in ASPECT_CUES.items()]
+    (folder / "aspects.json").write_text(json.dumps({"aspects": aspects}, ensure_ascii=False), encoding="utf-8")
+    return folder
+
+
 def write_rows(path: Path, rows, header=("label", "text_a")) -> Path:
     """Write (label, text) rows as .tsv, .csv or .jsonl by the file's suffix."""
     path.parent.mkdir(parents=True, exist_ok=True)

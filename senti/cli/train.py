@@ -87,6 +87,9 @@ UnlabeledConfidence = Annotated[float, typer.Option(help="Least top probability 
 Interpolate = Annotated[str, typer.Option(
     help="When --model is a checkpoint: off, auto (the best on the new dev labels of the child and its blends with "
          "the parent, the child's share 0.25, 0.5, 0.75), or the child's share of the one blend to try (WiSE-FT).")]
+Aspects = Annotated[Optional[Path], typer.Option(
+    help="An aspect list (JSON, as senti aspects reads it): learn a head per aspect from --dataset's aspect labels "
+         "(ASAP's CSV layout or JSONL rows {\"text\", \"aspects\": {name: polarity}}).", exists=True, dir_okay=False)]
 FreezeEncoder = Annotated[bool, typer.Option(help="Train the classifier head and the n-gram side only; the encoder "
                                                   "keeps the weights it starts with.")]
 
@@ -126,6 +129,7 @@ def train(
     unlabeled_confidence: UnlabeledConfidence = 0.9,
     interpolate: Interpolate = "off",
     freeze_encoder: FreezeEncoder = False,
+    aspects: Aspects = None,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
     baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the same training "
@@ -148,7 +152,7 @@ def train(
             seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, replay=replay,
             replay_ratio=replay_ratio, unlabeled=unlabeled, unlabeled_max=unlabeled_max,
             unlabeled_confidence=unlabeled_confidence, interpolate=interpolate, freeze_encoder=freeze_encoder,
-            text_column=text_column, label_column=label_column, baseline=baseline,
+            text_column=text_column, label_column=label_column, baseline=baseline, aspects=str(aspects) if aspects else None,
             ngram_buckets=DEFAULT_BUCKETS if ngram_buckets is None else ngram_buckets,
             class_weights=class_weights.value,
             logit_adjustment=logit_adjustment.value, ngram_init=ngram_init.value, threads=threads,

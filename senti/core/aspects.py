@@ -80,3 +80,22 @@ def _aspect(entry, where: str) -> Aspect:
                             f"{MAX_KEYWORD_CHARS} characters")
         cleaned.append(word.strip())
     return Aspect(name=name, keywords=tuple(dict.fromkeys(cleaned)), label=label)
+
+
+# A model with aspect heads (`senti train --aspects`) answers one group of ASPECT_POLARITIES per aspect; its labels
+# name each output "aspect/polarity", aspect by aspect, so the label list alone says that a checkpoint or an export
+# has heads and which aspects they answer.
+HEAD_SEPARATOR = "/"
+
+
+def head_labels(names: list[str]) -> list[str]:
+    """The labels of a model with a head per aspect of `names`, in output order."""
+    return [f"{name}{HEAD_SEPARATOR}{polarity}" for name in names for polarity in ASPECT_POLARITIES]
+
+
+def head_aspects(labels: list[str]) -> list[str] | None:
+    """The aspect names of a model whose `labels` are aspect heads' (`head_labels`), else None."""
+    if not labels or len(labels) % len(ASPECT_POLARITIES):
+        return None
+    names = [label.rsplit(HEAD_SEPARATOR, 1)[0] for label in labels[::len(ASPECT_POLARITIES)]]
+    return names if head_labels(names) == list(labels) and all(NAME.fullmatch(n) for n in names) else None

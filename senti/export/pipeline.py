@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,6 +32,7 @@ from senti.core.artifacts import (
     TokenizerSettings,
     remove_stale_work,
 )
+from senti.core.aspects import head_aspects
 from senti.core.batching import model_pad_id, pad_batch
 from senti.core.checkpoint import load_checkpoint
 from senti.core.errors import SentiError
@@ -46,7 +47,7 @@ from senti.export.onnx_convert import (
     quantize_int8_static,
     to_fp16,
 )
-from senti.export.parity import compare, logits_by_shape
+from senti.export.parity import compare, gold_accuracy, logits_by_shape
 from senti.export.specs import ERNIE_SEQUENCE_CLASSIFICATION, ExportSpec
 from senti.export.static import save_static
 from senti.export.triton import write_repository
@@ -228,12 +229,26 @@ class Written:
     tokenizer: TokenizerSettings
 
 
-def _reference(model, tokenizer, fast: FastTokenizer, texts: list[str], gold: list[str], max_len: int,
-               labels: list[str]) -> Reference:
+def gold_ids(gold: Sequence[str | list[str]], labels: list[str]) -> np.ndarray:
+    """[texts, groups] ids within each group of the model's outputs (export.parity.answers): a sentence model's
+    label per text, or for aspect heads the "aspect/polarity" labels each text has (-1 for an aspect it has none of)."""
+    names = head_aspects(labels)
+    if names is None:
+        return np.array([[labels.index(str(g))] for g in gold], dtype=np.int64).reshape(len(gold), 1)
+    ids = np.full((len(gold), len(names)), -1, dtype=np.int64)
+    per = len(labels) // len(names)
+    for i, said in enumerate(gold):
+        for label in said:
+            ids[i, labels.index(label) // per] = labels.index(label) % per
+    return ids
+
+
+def _reference(model, tokenizer, fast: FastTokenizer, texts: list[str], gold: Sequence[str | list[str]],
+               max_len: int, labels: list[str]) -> Reference:
     import paddle
 
     encoded = tokenizer(texts, max_length=max_len, truncation=True)["input_ids"]
-    gold_ids = np.array([labels.index(g) for g in gold])
+    ids = gold_ids(gold, labels)
 
     def dynamic(input_ids, token_type_ids):
         with paddle.no_grad():
@@ -241,14 +256,15 @@ def _reference(model, tokenizer, fast: FastTokenizer, texts: list[str], gold: li
 
     pad_id = model_pad_id(model)
     logits = logits_by_shape(dynamic, encoded, pad_id)  # before to_static, which rewrites the layer in place
-    return Reference(texts, encoded, pad_id, gold_ids, logits, float((logits["batch_32"].argmax(1) == gold_ids).mean()),
+    return Reference(texts, encoded, pad_id, ids, logits, gold_accuracy(logits["batch_32"], ids),
                      _drift_of(logits["batch_32"], texts, fast, max_len, labels), labels, max_len)
 
 
-def export_model(config: ExportConfig, texts: list[str], gold: list[str], say=print,
+def export_model(config: ExportConfig, texts: list[str], gold: Sequence[str | list[str]], say=print,
                  spec: ExportSpec = ERNIE_SEQUENCE_CLASSIFICATION, data: SplitRecipe | None = None,
                  calibration_texts: list[str] | None = None) -> ExportMeta:
-    """Export per `config`, proving parity on `texts` (with `gold` labels); returns the export.json record written.
+    """Export per `config`, proving parity on `texts` (with `gold` labels: one per text, or for aspect heads the
+    list of "aspect/polarity" labels each text has); returns the export.json record written.
 
     `data` is the split recipe the parity texts were cut with, recorded in export.json;
     `calibration_texts` (training texts) set the static INT8 scales (default: the parity texts).
@@ -328,7 +344,7 @@ def _write_beside(config: ExportConfig, staging: Path, tokenizers: tuple, labels
     return triton
 
 
-def _check_format(fmt: str, staging: Path, threads, texts: tuple[list, int], reference: dict, gold_ids,
+def _check_format(fmt: str, staging: Path, threads, texts: tuple[list, int], reference: dict, gold: np.ndarray,
                   reference_accuracy: float, say) -> Parity:
     """The parity record of one format just written to `staging`, judged against the dynamic graph on `texts`
     (their ids, and the padding id)."""
@@ -342,15 +358,17 @@ def _check_format(fmt: str, staging: Path, threads, texts: tuple[list, int], ref
             return Parity(fit=None, reason=f"not verifiable here ({type(err).__name__}: {str(err)[:120]})")
         raise ExportError(f"{fmt}: the exported model does not run ({type(err).__name__}: "
                           f"{str(err).splitlines()[0][:200]})") from None
-    result = Parity.from_json(judge(fmt, compare(reference, candidate, gold_ids), reference_accuracy))
+    result = Parity.from_json(judge(fmt, compare(reference, candidate, gold), reference_accuracy))
     say(f"{fmt}: {result.reason}; accuracy {result.accuracy:.4f}")
     return result
 
 
-def _check_parity_inputs(model, labels: list[str], max_len: int, texts: list[str], gold: list[str]) -> None:
+def _check_parity_inputs(model, labels: list[str], max_len: int, texts: list[str],
+                         gold: Sequence[str | list[str]]) -> None:
     if max_len > model.config.max_position_embeddings:
         raise ExportError(f"max_seq_len {max_len} exceeds the model's {model.config.max_position_embeddings} positions")
-    unknown = sorted(set(gold) - set(labels))
+    given = {g for said in gold for g in ([said] if isinstance(said, str) else said)}
+    unknown = sorted(given - set(labels))
     if unknown:
         raise ExportError(f"parity texts have labels {unknown} that the model does not know ({labels})")
     if len(texts) < 2:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from senti.core import layout
 from senti.core.artifacts import remove_stale_work
-from senti.core.aspects import ASPECT_POLARITIES, Aspect
+from senti.core.aspects import ASPECT_POLARITIES, HEAD_SEPARATOR, Aspect, head_aspects
 from senti.core.errors import SentiError
 
 UNITS = ("sentence", "clause")
@@ -98,12 +98,40 @@ def polarity(p_positive: float, neutral_margin: float) -> str:
 def answer_aspects(predictor, texts: list[str], aspects: list[Aspect], unit: str = "sentence",
                    neutral_margin: float = DEFAULT_NEUTRAL_MARGIN) -> list[dict[str, AspectAnswer]]:
     """One {aspect name: AspectAnswer} per text, every aspect answered; `predictor` a senti.serving.Predictor (or
-    anything with `labels` and `predict(texts)`)."""
-    check_margin(neutral_margin)
-    positive = predictor.labels[positive_index(predictor.labels)]
-    found, pieces = aspect_pieces(texts, aspects, unit)
-    scores = {piece: p.probabilities[positive] for piece, p in zip(pieces, predictor.predict(pieces))}
-    return assemble(found, aspects, scores, neutral_margin)
+    anything with `labels` and `predict(texts)`): a two-class model scores the mentioning units, a model with aspect
+    heads (`senti train --aspects`) the whole texts."""
+    check_settings(predictor.labels, unit, neutral_margin, aspects)
+    found, pieces = aspect_pieces(texts, aspects, unit, predictor.labels)
+    scored = {piece: p.probabilities for piece, p in zip(pieces, predictor.predict(pieces))}
+    return assemble_scored(texts, found, aspects, predictor.labels, scored, neutral_margin)
+
+
+def assemble_scored(texts: list[str], found: list[dict[str, list[Evidence]]], aspects: list[Aspect],
+                    labels: list[str], scored: dict[str, dict[str, float]], neutral_margin: float
+                    ) -> list[dict[str, AspectAnswer]]:
+    """The answers from each scored piece's probabilities (`scored`, by piece, as `aspect_pieces` listed them)."""
+    if head_aspects(labels) is not None:
+        return head_answers(texts, found, aspects, scored)
+    positive = labels[positive_index(labels)]
+    return assemble(found, aspects, {piece: p[positive] for piece, p in scored.items()}, neutral_margin)
+
+
+def head_answers(texts: list[str], found: list[dict[str, list[Evidence]]], aspects: list[Aspect],
+                 scored: dict[str, dict[str, float]]) -> list[dict[str, AspectAnswer]]:
+    """Aspect heads' answers: for each aspect, its four outputs' probabilities made to sum to one, the likeliest
+    polarity answered, the probability of positive among them as the score; the keyword units as evidence where
+    there are any (a head may find a mention the keywords miss, and answer it with no evidence)."""
+    answers = []
+    for text, per_text in zip(texts, found):
+        row = {}
+        for aspect in aspects:
+            share = {p: scored[text][f"{aspect.name}{HEAD_SEPARATOR}{p}"] for p in ASPECT_POLARITIES}
+            total = sum(share.values()) or 1.0
+            said = max(share, key=lambda p: share[p])
+            score = None if said == "not_mentioned" else round(share["positive"] / total, 6)
+            row[aspect.name] = AspectAnswer(said, score, per_text.get(aspect.name, []) if score is not None else [])
+        answers.append(row)
+    return answers
 
 
 def check_unit(unit: str) -> None:
@@ -111,12 +139,20 @@ def check_unit(unit: str) -> None:
         raise SentiError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
 
 
-def check_settings(labels: list[str], unit: str, neutral_margin: float) -> None:
-    """An aspect request's settings, before anything is scored: the unit, the margin and a two-class
-    positive/negative model (the `senti serve` route and a Ray job ask the same)."""
+def check_settings(labels: list[str], unit: str, neutral_margin: float, aspects: list[Aspect] | None = None) -> None:
+    """An aspect request's settings, before anything is scored: the unit, the margin, and a two-class
+    positive/negative model or one with aspect heads for every aspect asked (the `senti serve` route and a Ray job
+    ask the same)."""
     check_unit(unit)
     check_margin(neutral_margin)
-    positive_index(labels)
+    heads = head_aspects(labels)
+    if heads is None:
+        positive_index(labels)
+        return
+    missing = [a.name for a in aspects or [] if a.name not in heads]
+    if missing:
+        raise SentiError(f"this model's aspect heads answer {', '.join(heads)}; it has no head for "
+                         f"{', '.join(missing[:5])}")
 
 
 def check_margin(neutral_margin: float) -> None:
@@ -124,11 +160,13 @@ def check_margin(neutral_margin: float) -> None:
         raise SentiError(f"neutral_margin must be in [0, 0.5); got {neutral_margin}")
 
 
-def aspect_pieces(texts: list[str], aspects: list[Aspect], unit: str) -> tuple[list[dict[str, list[Evidence]]],
-                                                                             list[str]]:
-    """(each text's mentions, the distinct units to score): a unit that mentions several aspects, or recurs in
-    several texts, is scored once."""
+def aspect_pieces(texts: list[str], aspects: list[Aspect], unit: str, labels: list[str] | None = None
+                  ) -> tuple[list[dict[str, list[Evidence]]], list[str]]:
+    """(each text's mentions, the distinct pieces to score): the mentioning units, a unit that mentions several
+    aspects, or recurs in several texts, scored once; for a model with aspect heads (its `labels`), the texts."""
     found = [mentions(text, aspects, unit) for text in texts]
+    if labels is not None and head_aspects(labels) is not None:
+        return found, list(dict.fromkeys(texts))
     return found, sorted({e.text for per_text in found for ev in per_text.values() for e in ev})
 
 

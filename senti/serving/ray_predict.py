@@ -206,8 +206,7 @@ def _check_aspects(job: RayJob, labels: list[str]) -> None:
     from senti.core.aspects import parse_aspects
     from senti.serving.aspects import check_settings
 
-    parse_aspects(job.aspects, "--aspects")
-    check_settings(labels, job.unit, job.neutral_margin)
+    check_settings(labels, job.unit, job.neutral_margin, parse_aspects(job.aspects, "--aspects"))
 
 
 def _start_ray(ray, address: str | None) -> float:

@@ -243,23 +243,24 @@ class PredictService:
         """POST /v1/aspects after authorization: the aspect list read as an aspect file is (one line naming the
         entry at fault), the texts' limits, then each mentioning unit scored once through the batcher."""
         from senti.core.aspects import parse_aspects
-        from senti.serving.aspects import aspect_pieces, assemble, check_settings, positive_index
+        from senti.serving.aspects import aspect_pieces, assemble_scored, check_settings
 
         model = self.slot.predictor
         try:
             aspects = parse_aspects(body.aspects, "aspects")
-            check_settings(model.labels, body.unit, body.neutral_margin)
+            check_settings(model.labels, body.unit, body.neutral_margin, aspects)
         except SentiError as err:
             self.fail(422, "invalid_aspects", str(err))
         self._limit_texts(body.texts)
-        found, pieces = aspect_pieces(body.texts, aspects, body.unit)
+        found, pieces = aspect_pieces(body.texts, aspects, body.unit, model.labels)
         done = await self._scored(model, pieces, request)
         if done is None:
             return _json_response(None, 499)
         scored_by, results = done
-        positive = scored_by.labels[positive_index(scored_by.labels)]  # the model that scored (a reload may swap)
-        answers = assemble(found, aspects, {p: r.probabilities[positive] for p, r in zip(pieces, results)},
-                           body.neutral_margin)
+        if scored_by.labels != model.labels:  # a reload swapped the model between the check and the scoring
+            self.fail(503, "reloaded", "the model was replaced while this request was scored; send it again")
+        answers = assemble_scored(body.texts, found, aspects, scored_by.labels,
+                                  {p: r.probabilities for p, r in zip(pieces, results)}, body.neutral_margin)
         self.metrics.on_aspects(answers)
         return _json_response({"aspects": [a.name for a in aspects], "backend": scored_by.backend_name,
                                "model_version": scored_by.version,

@@ -172,8 +172,12 @@ class AspectScorer:
     label is the mean over its units (senti.serving.aspects.assemble)."""
 
     def __init__(self, score, labels: list[str], aspects: list[Aspect], unit: str):
+        from senti.core.aspects import head_aspects
         from senti.serving.aspects import check_settings, positive_index
 
+        if head_aspects(labels) is not None:
+            raise DataError("senti select --aspects picks by a two-class model's least sure aspect; this model has "
+                             "aspect heads: give the sentence model it was trained from")
         check_settings(labels, unit, 0.0)
         self.score, self.aspects, self.unit = score, aspects, unit
         self.positive = positive_index(labels)

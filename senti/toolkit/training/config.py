@@ -158,6 +158,8 @@ class TrainConfig(ClassifierConfig):
     # The encoder held at its starting weights: only the classifier head and the n-gram side train (a few labels
     # move the whole encoder of a continued model; docs/results/far-domains.md measures it)
     freeze_encoder: bool = False
+    # An aspect list: a head per aspect learned from the dataset's aspect labels (senti.toolkit.training.aspect_heads)
+    aspects: str | None = None
 
     def checks(self):
         return super().checks() + [(0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]"),

@@ -6,18 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from senti.core.artifacts import ExportMeta, SplitRecipe
+from senti.core.aspects import head_aspects
 from senti.core.checkpoint import read_meta
 from senti.core.errors import SentiError
 from senti.toolkit.data.splits import recorded_splits
 
 
-def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list[str], list[str], SplitRecipe,
-                                                                            list[str]]:
-    """Parity texts and their labels (the dev split, at most `limit`), the split recipe, and calibration texts
-    (the training split): of the checkpoint's own data unless `dataset` names another one."""
+def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list[str], list, SplitRecipe, list[str]]:
+    """Parity texts and their labels (the dev split, at most `limit`; for aspect heads each text's list of
+    "aspect/polarity" labels), the split recipe, and calibration texts (the training split): of the checkpoint's own
+    data unless `dataset` names another one."""
     from senti.export.pipeline import CALIBRATION_TEXTS
 
     meta = read_meta(model_dir)  # a folder that is not a checkpoint fails here, before any data is read
+    names = head_aspects(meta.labels)
+    if names is not None:
+        return aspect_texts(meta.data, names, dataset, limit)
     try:
         splits, recipe = recorded_splits(Path(model_dir), meta.data, dataset)
     except SentiError as err:
@@ -25,6 +29,24 @@ def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list
     rows = splits.dev[:limit]
     return ([e.text for e in rows], [e.label for e in rows], recipe,
             [e.text for e in splits.train[:CALIBRATION_TEXTS]])
+
+
+def aspect_texts(recipe: SplitRecipe | None, names: list[str], dataset: str | None, limit: int
+                 ) -> tuple[list[str], list, SplitRecipe, list[str]]:
+    """`export_texts` for aspect heads: the dev texts with each one's "aspect/polarity" labels."""
+    from senti.core.aspects import HEAD_SEPARATOR, Aspect
+    from senti.export.pipeline import CALIBRATION_TEXTS
+    from senti.toolkit.data.aspect_units import split_texts
+
+    if recipe is None and dataset is None:
+        raise SentiError("parity texts: the checkpoint records no aspect data; pass --dataset")
+    recipe = SplitRecipe(dataset=dataset, seed=recipe.seed if recipe else 0) if dataset else recipe
+    assert recipe is not None
+    listed = [Aspect(name, ()) for name in names]
+    parts = split_texts(Path(recipe.dataset), listed, recipe.text_column, recipe.seed)
+    dev = parts["dev"][:limit]
+    gold = [[f"{name}{HEAD_SEPARATOR}{p}" for name, p in t.polarity.items() if name in names] for t in dev]
+    return [t.text for t in dev], gold, recipe, [t.text for t in parts["train"][:CALIBRATION_TEXTS]]
 
 
 def export_checkpoint(config, dataset: str | None = None, parity_samples: int = 1000, say=print) -> ExportMeta:

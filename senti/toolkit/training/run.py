@@ -369,10 +369,12 @@ def accuracy_interval(accuracy: float, n: int) -> float:
     return round(1.96 * float(np.sqrt(p * (1 - p) / (n + 4))), 4)
 
 
-def better(record: EvalPoint, best: EvalPoint, small_dev: bool = True) -> bool:
-    """Whether a dev record beats the best so far: accuracy, then macro-F1, then, on a small dev set (where
-    checkpoints often score the same), the lower log-loss."""
+def better(record: EvalPoint, best: EvalPoint, small_dev: bool = True, macro_first: bool = False) -> bool:
+    """Whether a dev record beats the best so far: accuracy, then macro-F1 (the other way round with
+    `macro_first`), then, on a small dev set (where checkpoints often score the same), the lower log-loss."""
     mine, theirs = (record.dev_accuracy, record.dev_macro_f1), (best.dev_accuracy, best.dev_macro_f1)
+    if macro_first:
+        mine, theirs = mine[::-1], theirs[::-1]
     if mine != theirs or not small_dev:
         return mine > theirs
     return _or_inf(record.dev_log_loss) < _or_inf(best.dev_log_loss)
@@ -407,6 +409,7 @@ class ClassifierRun(Run[Classifier]):
     # `--interpolate` (toolkit.training.blend): off, auto or the child's share of the parent-child blend tried at
     # the end, and the two sets of weights blends are made from
     interpolate: str = "off"
+    choose_by_macro_f1 = False  # the kept checkpoint: the best on dev by accuracy, or by macro-F1 first
     parent_weights: dict | None = None
     child_weights: dict | None = None
 
@@ -614,7 +617,7 @@ class ClassifierRun(Run[Classifier]):
         record = self.evaluate(epoch, self.step)
         self.metrics.evaluations.append(record)
         best = self.metrics.best
-        improved = best is None or better(record, best, len(self.dev_ids) < SMALL_DEV)
+        improved = best is None or better(record, best, len(self.dev_ids) < SMALL_DEV, self.choose_by_macro_f1)
         forgot = improved and self.forgets(record)
         improved = improved and not forgot
         if forgot:

@@ -212,7 +212,11 @@ def parent_dev(parent: Path, recipe: SplitRecipe, tokenizer, labels: list[str], 
 
 def run_training(config: TrainConfig, say=print, progress=None) -> TrainingMetrics:
     """Train per `config`, keep the best dev checkpoint in `config.output_dir`, return the metrics (as metrics.json
-    holds them)."""
+    holds them). With `config.aspects`, a head per aspect (toolkit.training.aspect_heads)."""
+    if config.aspects:
+        from senti.toolkit.training.aspect_heads import run_aspect_training
+
+        return run_aspect_training(config, say, progress)
     return TrainRun(config, lambda: default_lr(config.model), say, progress).run()
 
 

@@ -1,0 +1,201 @@
+"""`senti train --aspects ASPECTS.json`: a head per aspect over one shared encoder, learned from a team's aspect
+labels.
+
+The data is what `senti aspect-units` reads (toolkit.data.aspect_units): ASAP's CSV layout (one column per aspect,
+coded 1 / 0 / -1 / -2), JSONL rows `{"text", "aspects": {name: polarity}}`, or `senti label --aspects` logs; a
+folder keeps its train/dev/test files, one file is split by text. The model is the encoder of --model (a preset, a
+pretrained folder, or a senti checkpoint, whose head is left behind) with one linear layer of 4 outputs per aspect
+(ASPECT_POLARITIES); its labels are `head_labels(names)`, so the checkpoint and every export of it say what they
+answer. Each (text, aspect) pair the data labels is one cross-entropy over its aspect's four outputs (unlabelled
+pairs are left out); the checkpoint kept is the best on dev by 4-way macro-F1 (then accuracy), since answering
+"not mentioned" everywhere already scores a high accuracy. Beside it, the figures of answering each aspect's most
+frequent training class are reported: the heads must beat them to have learned anything.
+
+Measured on ASAP's public samples (100 train reviews): the heads alone lose to the team's keywords with the sentence
+model (docs/results/aspects.md); they are for teams with thousands of labelled texts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from senti.core.artifacts import SplitRecipe
+from senti.core.aspects import ASPECT_POLARITIES, Aspect, head_labels, read_aspects
+from senti.core.batching import pad_batch
+from senti.core.checkpoint import EvalPoint, ModelSource
+from senti.core.errors import DataError
+from senti.core.sequence import length_to_use
+from senti.toolkit.data.aspect_units import AspectText, split_texts
+from senti.toolkit.data.batching import encode_texts
+from senti.toolkit.data.seen import training_hashes
+from senti.toolkit.records import DataStats, TrainingMetrics
+from senti.toolkit.training.checkpoint import checkpoint_meta, versions
+from senti.toolkit.training.config import DEFAULT_SEQ_LEN, TrainConfig
+from senti.toolkit.training.models import build_model, default_lr, is_checkpoint, pretrained_folder
+from senti.toolkit.training.run import ClassifierRun, Step, resolve_precision
+from senti.toolkit.training.train import balanced_weights
+
+UNLABELLED = -100  # a pair the data does not label: left out of the loss and the figures
+CLASSES = len(ASPECT_POLARITIES)
+
+
+def gold_matrix(texts: list[AspectText], names: list[str]) -> np.ndarray:
+    """[texts, aspects] class ids (ASPECT_POLARITIES' order), UNLABELLED where a text does not label an aspect."""
+    column = {name: j for j, name in enumerate(names)}
+    gold = np.full((len(texts), len(names)), UNLABELLED, dtype=np.int64)
+    for i, t in enumerate(texts):
+        for name, polarity in t.polarity.items():
+            if name in column:
+                gold[i, column[name]] = ASPECT_POLARITIES.index(polarity)
+    return gold
+
+
+def pair_figures(gold: np.ndarray, said: np.ndarray) -> dict[str, float]:
+    """4-way accuracy and macro-F1 over the labelled (text, aspect) pairs; mention F1 (mentioned or not)."""
+    from sklearn.metrics import f1_score
+
+    keep = gold != UNLABELLED
+    g, s = gold[keep], said[keep]
+    none = ASPECT_POLARITIES.index("not_mentioned")
+    return {"accuracy": float((g == s).mean()) if len(g) else 0.0,
+            "macro_f1": float(f1_score(g, s, labels=list(range(CLASSES)), average="macro", zero_division=0)),
+            "mention_f1": float(f1_score(g != none, s != none, zero_division=0))}
+
+
+def majority_answers(train_gold: np.ndarray, texts: int) -> np.ndarray:
+    """Each aspect's most frequent labelled training class, answered for `texts` texts (the floor heads must beat)."""
+    said = [np.bincount(col[col != UNLABELLED], minlength=CLASSES).argmax() for col in train_gold.T]
+    return np.tile(np.asarray(said, dtype=np.int64), (texts, 1))
+
+
+def grouped(logits: np.ndarray, aspects: int) -> np.ndarray:
+    """[texts, aspects x 4] logits as [texts, aspects, 4]."""
+    return logits.reshape(len(logits), aspects, CLASSES)
+
+
+class AspectRun(ClassifierRun[TrainConfig]):
+    """See the module's docstring."""
+
+    choose_by_macro_f1 = True
+    aspects: list[Aspect]
+    train_gold: np.ndarray
+    dev_gold: np.ndarray
+
+    def prepare(self) -> None:
+        import paddle
+
+        config = self.config
+        assert config.aspects is not None
+        self.refuse_sentence_options()
+        aspects = read_aspects(Path(config.aspects))
+        parts = split_texts(Path(config.dataset), aspects, config.text_column, config.seed)
+        names = [a.name for a in aspects]
+        labels = head_labels(names)
+        self.train_gold, self.dev_gold = gold_matrix(parts["train"], names), gold_matrix(parts["dev"], names)
+        for split, gold in (("train", self.train_gold), ("dev", self.dev_gold)):
+            if not (gold != UNLABELLED).any():
+                raise DataError(f"{config.dataset}: the {split} split labels none of the aspects of {config.aspects}")
+        max_len = length_to_use(config.max_seq_len, DEFAULT_SEQ_LEN)
+        self.config = replace(config, max_seq_len=max_len)
+        paddle.seed(config.seed)
+        model, tokenizer, source = self.start_model(labels, [t.text for t in parts["train"]], max_len)
+        self.model, self.tokenizer, self.labels, self.aspects = model, tokenizer, labels, aspects
+        self.train_ids, train_cut = encode_texts(tokenizer, [t.text for t in parts["train"]], max_len)
+        self.dev_ids, dev_cut = encode_texts(tokenizer, [t.text for t in parts["dev"]], max_len)
+        self.dev_y = np.zeros(len(self.dev_ids), dtype=np.int64)  # unused: the figures read dev_gold
+        labelled = self.train_gold[self.train_gold != UNLABELLED]
+        self.class_weight = paddle.to_tensor(balanced_weights(labelled, CLASSES)) if (
+            config.class_weights == "balanced") else None
+        self.train_hashes = training_hashes([t.text for t in parts["train"]], config.model)
+        self.precision = resolve_precision(config, self.device, self.say)
+        data = self.data_stats(parts, labels, (train_cut, dev_cut), max_len)
+        self.metrics = TrainingMetrics(
+            written_by="senti train", model=source, device=self.device, world_size=self.world,
+            precision=self.precision, amp_requested=config.amp, versions=versions(), runtime=self.runtime, data=data)
+        recipe = SplitRecipe(dataset=str(Path(config.dataset).expanduser().resolve()), seed=config.seed,
+                             text_column=config.text_column, labels=labels)
+        self.meta = checkpoint_meta("senti train", labels, max_len, tokenizer, source, self.metrics.versions, recipe)
+        self.say_data(parts, (train_cut, dev_cut), source)
+
+    def refuse_sentence_options(self) -> None:
+        """The options of a sentence model that aspect heads do not have, each refused by name."""
+        config = self.config
+        given = [flag for flag, on in (("--replay", config.replay), ("--unlabeled", config.unlabeled),
+                                       ("--interpolate", config.interpolate != "off"),
+                                       ("--label-column", config.label_column),
+                                       ("--ngram-init fit", config.ngram_init == "fit")) if on]
+        if given:
+            raise DataError(f"--aspects trains aspect heads; {', '.join(given)} belong to a sentence model")
+
+    def start_model(self, labels: list[str], train_texts: list[str], max_len: int):
+        """(model, tokenizer, source): the encoder of --model with a fresh head per aspect, no n-gram head (its
+        table answers one distribution per text)."""
+        from senti.toolkit.training.models import classifier_class, weights_origin
+
+        spec = Path(self.config.model).expanduser()
+        if spec.is_dir() and is_checkpoint(spec):  # a sentence model's encoder; its head and n-gram table stay
+            model, tokenizer, report = pretrained_folder(spec, classifier_class(0), self.config.trust_pickle, labels)
+            return model, tokenizer, ModelSource("checkpoint", path=str(spec.resolve()),
+                                                 origin=weights_origin(str(spec)), loaded=report)
+        return build_model(self.config.model, labels, train_texts, max_len, self.config.trust_pickle, 0)
+
+    def data_stats(self, parts: dict[str, list[AspectText]], labels: list[str], cut: tuple[int, int],
+                   max_len: int) -> DataStats:
+        """metrics.json's data record: texts per split, labelled pairs per polarity in each."""
+        counts = {split: dict.fromkeys(ASPECT_POLARITIES, 0) for split in parts}
+        for split, texts in parts.items():
+            for t in texts:
+                for polarity in t.polarity.values():
+                    counts[split][polarity] += 1
+        return DataStats(origin=str(self.config.dataset), labels=labels, rows={s: len(t) for s, t in parts.items()},
+                         skipped_empty_texts={}, repeats_removed={}, label_counts=counts, rare_labels={},
+                         truncated_texts={"train": cut[0], "dev": cut[1]}, max_seq_len=max_len)
+
+    def say_data(self, parts: dict[str, list[AspectText]], cut: tuple[int, int], source: ModelSource) -> None:
+        """The data, the model and the floor to beat, in a few lines."""
+        names = [a.name for a in self.aspects]
+        pairs = {s: int((g != UNLABELLED).sum()) for s, g in (("train", self.train_gold), ("dev", self.dev_gold))}
+        self.say(f"data: {len(parts['train'])} train / {len(parts['dev'])} dev texts, {len(names)} aspects, "
+                 f"{pairs['train']} / {pairs['dev']} labelled pairs; truncated to {self.config.max_seq_len} tokens: "
+                 f"{cut[0]} train, {cut[1]} dev")
+        unknown = sorted({n for t in parts["train"] + parts["dev"] for n in t.polarity} - set(names))
+        if unknown:
+            self.say(f"warning: the data labels aspects the list does not have, left out: {', '.join(unknown[:5])}")
+        if source.loaded:
+            self.say(f"{self.config.model}: {source.loaded}")
+        floor = pair_figures(self.dev_gold, majority_answers(self.train_gold, len(self.dev_ids)))
+        self.say(f"baseline (each aspect's most frequent training answer): dev accuracy {floor['accuracy']:.4f}, "
+                 f"macro-F1 {floor['macro_f1']:.4f}, mention F1 {floor['mention_f1']:.4f}")
+
+    def loss(self, index) -> Step:
+        import paddle
+        import paddle.nn.functional as F
+
+        input_ids, token_type_ids = (paddle.to_tensor(a) for a in pad_batch(self.train_ids, index, self.pad_id))
+        logits = self.sides(input_ids, token_type_ids)[""].astype("float32").reshape([-1, CLASSES])
+        gold = paddle.to_tensor(self.train_gold[index].reshape(-1))
+        loss = F.cross_entropy(logits, gold, weight=self.class_weight, ignore_index=UNLABELLED)
+        return Step(loss, None, self.tokens(index))
+
+    def evaluate(self, epoch: int, step: int) -> EvalPoint:
+        """Dev figures over the labelled pairs: 4-way accuracy, macro-F1 and log-loss."""
+        import time
+
+        from senti.toolkit.evaluation.evaluate import predict_logits
+
+        logits = grouped(predict_logits(self.model, self.dev_ids), len(self.aspects))
+        figures = pair_figures(self.dev_gold, logits.argmax(-1))
+        keep = self.dev_gold != UNLABELLED
+        shifted = logits[keep] - logits[keep].max(-1, keepdims=True)
+        picked = shifted[np.arange(len(shifted)), self.dev_gold[keep]]
+        log_loss = float(np.mean(np.log(np.exp(shifted).sum(-1)) - picked)) if len(picked) else None
+        return EvalPoint(epoch=epoch, step=step, dev_accuracy=figures["accuracy"], dev_macro_f1=figures["macro_f1"],
+                         dev_log_loss=log_loss, seconds=round(time.perf_counter() - self.started, 1))
+
+
+def run_aspect_training(config: TrainConfig, say=print, progress=None) -> TrainingMetrics:
+    """`senti train --aspects`: see the module's docstring."""
+    return AspectRun(config, lambda: default_lr(config.model), say, progress).run()
