@@ -1,6 +1,7 @@
 // Aspect answers from a senti export, as senti.serving.aspects gives them: a text cut into sentences (or clauses),
 // an aspect mentioned in a unit that holds one of its keywords, every mentioning unit scored once, an aspect's
-// answer the mean probability of the positive label over its units. Offsets count characters (code points), as
+// answer the mean probability of the positive label over its units. An export with aspect heads (`senti train
+// --aspects`: labels "aspect/polarity") answers from its heads over the whole text instead. Offsets count characters (code points), as
 // Python's do. The aspect list is checked as senti.core.aspects checks it: it is untrusted input.
 import { ExportError } from "./scorer.mjs";
 
@@ -97,8 +98,39 @@ function polarity(p, margin) {
   return p > 0.5 + margin ? "positive" : p < 0.5 - margin ? "negative" : "neutral";
 }
 
+const POLARITIES = ["positive", "neutral", "negative", "not_mentioned"];
+
+export function headAspects(labels) {
+  // the aspect names of a model with aspect heads (labels "aspect/polarity", aspect by aspect), else null
+  if (!labels.length || labels.length % POLARITIES.length) return null;
+  const names = labels.filter((_, i) => i % POLARITIES.length === 0).map((l) => l.slice(0, l.lastIndexOf("/")));
+  const expected = names.flatMap((n) => POLARITIES.map((p) => `${n}/${p}`));
+  return names.every((n) => NAME.test(n)) && expected.every((l, i) => l === labels[i]) ? names : null;
+}
+
+async function headAnswers(model, texts, aspects, found, heads) {
+  // each aspect's four outputs made to sum to one, the likeliest answered, P(positive) among them as the score
+  const missing = aspects.map((a) => a.name).filter((n) => !heads.includes(n));
+  if (missing.length) {
+    throw new ExportError(`this model's aspect heads answer ${heads.join(", ")}; it has no head for ${missing.slice(0, 5).join(", ")}`);
+  }
+  const distinct = [...new Set(texts)];
+  const scored = await model.predict(distinct);
+  const byText = new Map(distinct.map((t, i) => [t, scored[i].probabilities]));
+  return texts.map((text, i) => Object.fromEntries(aspects.map((a) => {
+    const p = byText.get(text);
+    const share = POLARITIES.map((pol) => p[`${a.name}/${pol}`]);
+    const total = share.reduce((s, x) => s + x, 0) || 1;
+    const said = POLARITIES[share.indexOf(Math.max(...share))];
+    if (said === "not_mentioned") return [a.name, { polarity: said, score: null, evidence: [] }];
+    return [a.name, { polarity: said, score: Math.round((share[0] / total) * 1e6) / 1e6, evidence: found[i][a.name] ?? [] }];
+  })));
+}
+
 export async function answerAspects(model, texts, aspects, { unit = "sentence", neutralMargin = 0 } = {}) {
   // one {aspect name: {polarity, score, evidence}} per text; `model` a Senti (predict(texts) -> answers)
+  const heads = headAspects(model.labels);
+  if (heads) return headAnswers(model, texts, aspects, texts.map((t) => mentions(t, aspects, unit)), heads);
   const positive = positiveLabel(model.labels);
   const found = texts.map((t) => mentions(t, aspects, unit));
   const pieces = [...new Set(found.flatMap((f) => Object.values(f).flat().map((e) => e.text)))].sort();

@@ -16,7 +16,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import EDGE_CASES, PARITY, export_tiny, synthetic_rows, train_tiny, write_folder, write_hf_folder
+from tests.helpers import (
+    EDGE_CASES,
+    PARITY,
+    export_tiny,
+    synthetic_aspect_rows,
+    synthetic_rows,
+    train_aspect_heads,
+    train_tiny,
+    write_folder,
+    write_hf_folder,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "node"
@@ -279,6 +289,32 @@ def test_node_answers_aspects_as_senti_aspects_does(node_example, _exported, tmp
             assert got[name]["evidence"] == answer.to_json()["evidence"]  # offsets in characters, as Python's
             assert (got[name]["score"] is None) == (answer.score is None)
             assert answer.score is None or abs(got[name]["score"] - answer.score) <= 1e-5
+
+
+def test_node_answers_an_aspect_heads_export_as_senti_aspects_does(node_example, tmp_path):
+    from senti.core.aspects import read_aspects
+    from senti.serving import Predictor
+
+    data, _, export, _ = train_aspect_heads(tmp_path)
+    texts = [r["text"] for r in synthetic_aspect_rows(40, seed=5)] + ["服务很热情，味道难吃死。", "今天天气不错"]
+    done = subprocess.run(["node", str(node_example / "cli.mjs"), str(export), "--aspects", str(data / "aspects.json")],
+                          capture_output=True, text=True, timeout=300,
+                          input="".join(json.dumps(t, ensure_ascii=False) + "\n" for t in texts))
+    assert done.returncode == 0, done.stderr[-3000:]
+    node = [json.loads(line) for line in done.stdout.splitlines()]
+    python = Predictor.load(export, backend="onnx").aspects(texts, read_aspects(data / "aspects.json"))
+    assert len(node) == len(python) == len(texts)
+    assert {a.polarity for row in python for a in row.values()} == {"positive", "neutral", "negative", "not_mentioned"}
+    for got, want in zip(node, python):
+        assert {name: a["polarity"] for name, a in got.items()} == {name: a.polarity for name, a in want.items()}
+        for name, answer in want.items():
+            assert got[name]["evidence"] == answer.to_json()["evidence"]
+            assert answer.score is None or abs(got[name]["score"] - answer.score) <= 1e-5
+    parking = tmp_path / "parking.json"
+    parking.write_text(json.dumps({"aspects": [{"name": "parking", "keywords": ["停车"]}]}), encoding="utf-8")
+    refused = subprocess.run(["node", str(node_example / "cli.mjs"), str(export), "--aspects", str(parking)],
+                             capture_output=True, text=True, timeout=300, input='"停车方便"\n')
+    assert refused.returncode != 0 and "it has no head for parking" in refused.stderr
 
 
 @pytest.mark.parametrize("listed, says", [

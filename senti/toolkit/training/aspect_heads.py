@@ -170,6 +170,9 @@ class AspectRun(ClassifierRun[TrainConfig]):
         self.say(f"baseline (each aspect's most frequent training answer): dev accuracy {floor['accuracy']:.4f}, "
                  f"macro-F1 {floor['macro_f1']:.4f}, mention F1 {floor['mention_f1']:.4f}")
 
+    def dev_answers(self) -> tuple[int, str]:
+        return int((self.dev_gold != UNLABELLED).sum()), "labelled (text, aspect) pairs"
+
     def loss(self, index) -> Step:
         import paddle
         import paddle.nn.functional as F

@@ -473,11 +473,16 @@ class ClassifierRun(Run[Classifier]):
         metrics.epochs, metrics.evaluations, metrics.step_losses, metrics.step_terms = [], [], [], []
         metrics.best, metrics.interrupted, metrics.stopped_early = None, None, False
         self.stale = 0  # evaluations since the last improvement
-        if len(self.dev_ids) < SMALL_DEV and self.main:
-            self.say(f"dev has {len(self.dev_ids)} texts: one text moves its accuracy by {100 / len(self.dev_ids):.1f} "
-                     "points, so checkpoints that score the same are told apart by dev log-loss; its figures are coarse")
+        answers, what = self.dev_answers()
+        if answers < SMALL_DEV and self.main:
+            self.say(f"dev has {answers} {what}: one moves its accuracy by {100 / answers:.1f} points, so checkpoints "
+                     "that score the same are told apart by dev log-loss; its figures are coarse")
         if self.parent_first:
             self.keep_parent()
+
+    def dev_answers(self) -> tuple[int, str]:
+        """How many answers dev accuracy is over, and what they are."""
+        return len(self.dev_ids), "texts"
 
     def record_epoch(self, stats: EpochStats) -> None:
         last = self.metrics.evaluations[-1] if self.metrics.evaluations else None
@@ -617,7 +622,7 @@ class ClassifierRun(Run[Classifier]):
         record = self.evaluate(epoch, self.step)
         self.metrics.evaluations.append(record)
         best = self.metrics.best
-        improved = best is None or better(record, best, len(self.dev_ids) < SMALL_DEV, self.choose_by_macro_f1)
+        improved = best is None or better(record, best, self.dev_answers()[0] < SMALL_DEV, self.choose_by_macro_f1)
         forgot = improved and self.forgets(record)
         improved = improved and not forgot
         if forgot:

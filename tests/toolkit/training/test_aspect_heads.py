@@ -14,24 +14,12 @@ from senti.core.checkpoint import EvalPoint, read_meta
 from senti.core.errors import SentiError
 from senti.toolkit.training.config import TrainConfig
 from senti.toolkit.training.run import better
-from tests.helpers import ASPECT_CUES, AUTH, running_server, synthetic_aspect_rows, write_aspect_data
+from tests.helpers import ASPECT_CUES, AUTH, running_server, synthetic_aspect_rows, train_aspect_heads
 
 
 @pytest.fixture(scope="module")
 def heads(tmp_path_factory):
-    """(data folder, checkpoint, export, metrics): scratch:tiny with aspect heads on 240 synthetic texts."""
-    from senti.export.pipeline import ExportConfig
-    from senti.toolkit.training.exporting import export_checkpoint
-    from senti.toolkit.training.train import run_training
-
-    root = tmp_path_factory.mktemp("heads")
-    data = write_aspect_data(root / "data")
-    config = TrainConfig(output_dir=str(root / "ckpt"), model="scratch:tiny", dataset=str(data),
-                         aspects=str(data / "aspects.json"), epochs=12, lr=2e-3, seed=1, threads=2)
-    metrics = run_training(config, say=lambda _: None)
-    export_checkpoint(ExportConfig(model=str(root / "ckpt"), output_dir=str(root / "export"),
-                                   formats=("paddle", "onnx")), say=lambda _: None)
-    return data, root / "ckpt", root / "export", metrics
+    return train_aspect_heads(tmp_path_factory.mktemp("heads"))
 
 
 def test_head_labels_name_each_aspects_four_outputs_and_nothing_else_reads_as_heads():
