@@ -22,7 +22,8 @@ else:
 @app.command()
 def aspects(
     model: Annotated[Path, typer.Option(help="An export folder (senti export) of a two-class positive/negative "
-                                             "model.", exists=True, file_okay=False)],
+                                             "model, or of one with aspect heads (senti train --aspects).",
+                                        exists=True, file_okay=False)],
     aspects_file: Annotated[Path, typer.Option("--aspects", help="The aspect list: JSON {\"aspects\": [{\"name\", "
                                                                   "\"label\", \"keywords\"}]}.", exists=True,
                                                dir_okay=False)],

@@ -6,6 +6,9 @@ probability of the positive label over its units: `positive` above 0.5 + `neutra
 0.5 - `neutral_margin`, `neutral` between, `not_mentioned` where no unit holds a keyword. The evidence is each
 mentioning unit with its character offsets in the text and the keyword found. The aspect list is an argument of
 every call, so a service changes it per request without reloading the model.
+
+A model with aspect heads (`senti train --aspects`, its labels "aspect/polarity") scores the whole text instead:
+each asked aspect (one it has a head for) is answered by its head, the keyword units still the evidence.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ class Evidence:
 @dataclass
 class AspectAnswer:
     polarity: str  # one of senti.core.aspects.ASPECT_POLARITIES
-    score: float | None = None  # mean probability of the positive label over the evidence; None when not mentioned
+    # mean probability of the positive label over the evidence (aspect heads: the aspect's probability of positive);
+    # None when not mentioned
+    score: float | None = None
     evidence: list[Evidence] = field(default_factory=list)
 
     def to_json(self) -> dict:

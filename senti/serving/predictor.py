@@ -263,7 +263,8 @@ class Predictor:
     def aspects(self, texts: list[str], aspects, unit: str = "sentence", neutral_margin: float = 0.0) -> list[dict]:
         """For each text, {aspect name: AspectAnswer} over `aspects` (senti.core.aspects.Aspect, or read by
         `read_aspects`): positive, neutral, negative or not_mentioned, with the evidence (senti.serving.aspects).
-        A two-class positive/negative model only; the list may change with every call."""
+        A two-class positive/negative model (the list may change with every call), or one with aspect heads (any of
+        the aspects it has heads for)."""
         from senti.serving.aspects import answer_aspects
 
         return answer_aspects(self, texts, aspects, unit, neutral_margin)

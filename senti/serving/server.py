@@ -72,7 +72,8 @@ class EvidenceOut(BaseModel):
 
 class AspectAnswerOut(BaseModel):
     polarity: str = Field(description="positive, neutral, negative or not_mentioned")
-    score: float | None = Field(description="Mean probability of the positive label over the evidence")
+    score: float | None = Field(description="Mean probability of the positive label over the evidence (a model "
+                                            "with aspect heads: the aspect's probability of positive)")
     evidence: list[EvidenceOut]
 
 class AspectsResponse(BaseModel):
