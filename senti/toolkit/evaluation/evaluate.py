@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from senti.core.batching import logits_in_order
+from senti.core.errors import SentiError
 from senti.toolkit.data.seen import seen_figures, seen_mask
 from senti.toolkit.evaluation.metrics import classification_metrics
 from senti.toolkit.records import DomainReport, EvalRecord
@@ -119,6 +120,11 @@ class Scorer:
             self.model, self.tokenizer, meta = load_checkpoint(self.folder, trust_pickle)
             self.labels, self.backend, self.recipe = meta.labels, "paddle dynamic graph", meta.data
             self.max_seq_len = meta.max_seq_len
+        from senti.core.aspects import head_aspects
+
+        if head_aspects(self.labels) is not None:
+            raise SentiError(f"{model_dir} has aspect heads (senti train --aspects): senti eval scores sentence "
+                             "models; its dev figures are in metrics.json, and senti aspects answers texts")
 
     def predict(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(predicted label indices, whether each text was truncated)."""

@@ -82,11 +82,17 @@ def test_the_export_answers_aspects_as_the_checkpoint_did_in_every_format_and_ov
 
 def test_an_aspect_without_a_head_and_sentence_only_options_are_one_line_each(heads, tmp_path):
     from senti.serving import Predictor
+    from senti.toolkit.evaluation.evaluate import Scorer
+    from senti.toolkit.surge.selection import AspectScorer
     from senti.toolkit.training.train import run_training
 
-    data, _, export, _ = heads
+    data, ckpt, export, _ = heads
     with pytest.raises(SentiError, match="aspect heads answer service, taste; it has no head for parking$"):
         Predictor.load(export).aspects(["服务很热情"], [Aspect("parking", ("停车",))])
+    with pytest.raises(SentiError, match="has aspect heads .*: senti eval scores sentence models"):
+        Scorer(ckpt)
+    with pytest.raises(SentiError, match="this model has aspect heads: give the sentence model"):
+        AspectScorer(lambda texts: None, head_labels(list(ASPECT_CUES)), read_aspects(data / "aspects.json"), "sentence")
     config = TrainConfig(output_dir=str(tmp_path / "x"), model="scratch:tiny", dataset=str(data),
                          aspects=str(data / "aspects.json"), replay=str(data), epochs=1)
     with pytest.raises(SentiError, match="--aspects trains aspect heads; --replay belong"):
