@@ -17,17 +17,14 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from senti.core.aspects import ASPECT_POLARITIES, Aspect, head_aspects
 from senti.core.errors import DataError
 from senti.core.rows import read_rows
 from senti.core.scores import softmax
 from senti.serving.streaming import check_output
-
-if TYPE_CHECKING:
-    from senti.core.aspects import Aspect
 
 NEAR_DUPLICATE = 0.5  # 3-gram Jaccard similarity at or above which `diverse` calls two texts the same
 
@@ -172,12 +169,8 @@ class AspectScorer:
     label is the mean over its units (senti.serving.aspects.assemble)."""
 
     def __init__(self, score, labels: list[str], aspects: list[Aspect], unit: str):
-        from senti.core.aspects import head_aspects
         from senti.serving.aspects import check_settings, positive_index
 
-        if head_aspects(labels) is not None:
-            raise DataError("senti select --aspects picks by a two-class model's least sure aspect; this model has "
-                             "aspect heads: give the sentence model it was trained from")
         check_settings(labels, unit, 0.0)
         self.score, self.aspects, self.unit = score, aspects, unit
         self.positive = positive_index(labels)
@@ -204,6 +197,36 @@ class AspectScorer:
     def reasons(self, texts: list[str]) -> list[str]:
         return [f"aspect {name}: margin {abs(2 * p - 1):.3f} on \"{unit[:60]}\"" for name, p, unit in
                 (said or ("-", 0.5, "") for said in self.least_sure(texts))]
+
+
+class HeadScorer:
+    """texts -> the four answers' probabilities (ASPECT_POLARITIES) of each text's least sure aspect, for a model
+    with aspect heads (`senti train --aspects`): every asked aspect is answered from the whole text, and the least
+    sure is the one whose two likeliest answers are closest."""
+
+    def __init__(self, score, labels: list[str], aspects: list[Aspect]):
+        from senti.core.aspects import HEAD_SEPARATOR
+        from senti.serving.aspects import check_settings
+
+        check_settings(labels, "sentence", 0.0, aspects)
+        self.score, self.aspects = score, aspects
+        self.columns = [[labels.index(f"{a.name}{HEAD_SEPARATOR}{p}") for p in ASPECT_POLARITIES] for a in aspects]
+
+    def least_sure(self, texts: list[str]) -> list[tuple[str, np.ndarray]]:
+        """(aspect name, its four answers' probabilities) per text."""
+        out = []
+        for row in self.score(texts):
+            shares = np.stack([row[cols] / row[cols].sum() for cols in self.columns])
+            least = int(_margin(shares).argmin())
+            out.append((self.aspects[least].name, shares[least]))
+        return out
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        return np.stack([shares for _, shares in self.least_sure(texts)])
+
+    def reasons(self, texts: list[str]) -> list[str]:
+        return [f"aspect {name}: margin {float(_margin(shares[None])[0]):.3f}" for name, shares in
+                self.least_sure(texts)]
 
 
 class _PoolReader:
@@ -270,7 +293,9 @@ def select_file(model: Path, src: Path, dst: Path, selection: Selection, text_co
 
         done = labelled_texts(selection.exclude)
     score, labels, _ = load_scorer(model, trust_pickle)
-    if selection.aspects is not None:
+    if selection.aspects is not None and head_aspects(labels) is not None:  # the guess is the aspect's answer
+        score, labels = HeadScorer(score, labels, selection.aspects), list(ASPECT_POLARITIES)
+    elif selection.aspects is not None:
         score = AspectScorer(score, labels, selection.aspects, selection.unit)
     reader = _PoolReader(score, _Pool(max(20 * budget, 1000), strategy, seed), done)
     for row in read_rows(Path(src), text_column):
@@ -282,7 +307,7 @@ def select_file(model: Path, src: Path, dst: Path, selection: Selection, text_co
     rows = [row for _, row, _ in candidates]
     probs = np.stack([p for _, _, p in candidates])
     picked = pick([r.text for r in rows], probs, labels, budget, strategy, seed)
-    if isinstance(score, AspectScorer):  # the reason names the least sure aspect and its unit
+    if isinstance(score, (AspectScorer, HeadScorer)):  # the reason names the least sure aspect (and its unit)
         said = score.reasons([rows[i].text for i, _, _ in picked])
         picked = [(i, margin, "; ".join(aspect if part.startswith("margin ") else part for part in reason.split("; ")))
                   for (i, margin, reason), aspect in zip(picked, said)]

@@ -83,7 +83,6 @@ def test_the_export_answers_aspects_as_the_checkpoint_did_in_every_format_and_ov
 def test_an_aspect_without_a_head_and_sentence_only_options_are_one_line_each(heads, tmp_path):
     from senti.serving import Predictor
     from senti.toolkit.evaluation.evaluate import Scorer
-    from senti.toolkit.surge.selection import AspectScorer
     from senti.toolkit.training.train import run_training
 
     data, ckpt, export, _ = heads
@@ -91,8 +90,7 @@ def test_an_aspect_without_a_head_and_sentence_only_options_are_one_line_each(he
         Predictor.load(export).aspects(["服务很热情"], [Aspect("parking", ("停车",))])
     with pytest.raises(SentiError, match="has aspect heads .*: senti eval scores sentence models"):
         Scorer(ckpt)
-    with pytest.raises(SentiError, match="this model has aspect heads: give the sentence model"):
-        AspectScorer(lambda texts: None, head_labels(list(ASPECT_CUES)), read_aspects(data / "aspects.json"), "sentence")
+
     config = TrainConfig(output_dir=str(tmp_path / "x"), model="scratch:tiny", dataset=str(data),
                          aspects=str(data / "aspects.json"), replay=str(data), epochs=1)
     with pytest.raises(SentiError, match="--aspects trains aspect heads; --replay belong"):
@@ -103,3 +101,24 @@ def test_an_aspect_without_a_head_and_sentence_only_options_are_one_line_each(he
                          epochs=1)
     with pytest.raises(SentiError, match="the train split labels none of the aspects of"):
         run_training(config, say=lambda _: None)
+
+
+def test_select_picks_by_the_least_sure_aspect_head_and_names_it(heads, tmp_path):
+    from senti.toolkit.surge.selection import Selection, select_file
+
+    data, _, export, _ = heads
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text("".join(json.dumps({"text": r["text"]}, ensure_ascii=False) + "\n"
+                            for r in synthetic_aspect_rows(60, seed=9)), encoding="utf-8")
+    aspects = read_aspects(data / "aspects.json")
+    counts = select_file(export, pool, tmp_path / "picks.jsonl", Selection(budget=5, aspects=aspects))
+    picks = [json.loads(line) for line in (tmp_path / "picks.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert counts["picked"] == len(picks) == 5
+    margins = [p["score"] for p in picks]
+    assert margins == sorted(margins) and all(0 <= m < 1 for m in margins)
+    for p in picks:  # the guess is an aspect's answer; the reason names the aspect and its margin
+        assert p["guess"] in ("positive", "neutral", "negative", "not_mentioned") and p["labels"] == [
+            "positive", "neutral", "negative", "not_mentioned"]
+        assert p["reason"].split(":")[0] in ("aspect service", "aspect taste")
+    with pytest.raises(SentiError, match="no head for parking"):
+        select_file(export, pool, tmp_path / "x.jsonl", Selection(budget=5, aspects=[Aspect("parking", ("停车",))]))
