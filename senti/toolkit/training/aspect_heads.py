@@ -5,7 +5,8 @@ The data is what `senti aspect-units` reads (toolkit.data.aspect_units): ASAP's 
 coded 1 / 0 / -1 / -2), JSONL rows `{"text", "aspects": {name: polarity}}`, or `senti label --aspects` logs; a
 folder keeps its train/dev/test files, one file is split by text. The model is the encoder of --model (a preset, a
 pretrained folder, or a senti checkpoint, whose head is left behind) with one linear layer of 4 outputs per aspect
-(ASPECT_POLARITIES); its labels are `head_labels(names)`, so the checkpoint and every export of it say what they
+(ASPECT_POLARITIES; a checkpoint with heads for the same aspects keeps them, and is then the first checkpoint, which
+the heads trained on must beat on dev); its labels are `head_labels(names)`, so the checkpoint and every export of it say what they
 answer. Each (text, aspect) pair the data labels is one cross-entropy over its aspect's four outputs (unlabelled
 pairs are left out); the checkpoint kept is the best on dev by 4-way macro-F1 (then accuracy), since answering
 "not mentioned" everywhere already scores a high accuracy. Beside it, the figures of answering each aspect's most
@@ -36,7 +37,7 @@ from senti.toolkit.training.checkpoint import checkpoint_meta, versions
 from senti.toolkit.training.config import DEFAULT_SEQ_LEN, TrainConfig
 from senti.toolkit.training.models import build_model, default_lr, is_checkpoint, pretrained_folder
 from senti.toolkit.training.run import ClassifierRun, Step, resolve_precision
-from senti.toolkit.training.train import balanced_weights
+from senti.toolkit.training.train import balanced_weights, parent_meta
 
 UNLABELLED = -100  # a pair the data does not label: left out of the loss and the figures
 CLASSES = len(ASPECT_POLARITIES)
@@ -102,6 +103,8 @@ class AspectRun(ClassifierRun[TrainConfig]):
         self.config = replace(config, max_seq_len=max_len)
         paddle.seed(config.seed)
         model, tokenizer, source = self.start_model(labels, [t.text for t in parts["train"]], max_len)
+        parent = parent_meta(config.model)  # heads continued on new labels: the parent is the first checkpoint
+        self.parent_first = parent is not None and parent.labels == labels
         self.model, self.tokenizer, self.labels, self.aspects = model, tokenizer, labels, aspects
         self.train_ids, train_cut = encode_texts(tokenizer, [t.text for t in parts["train"]], max_len)
         self.dev_ids, dev_cut = encode_texts(tokenizer, [t.text for t in parts["dev"]], max_len)

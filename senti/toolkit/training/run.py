@@ -508,7 +508,7 @@ class ClassifierRun(Run[Classifier]):
     def compare_with_parent(self, parent: EvalPoint, kept: EvalPoint) -> None:
         """The parent's and the kept model's figures side by side, each with its 95% interval: on a few dozen dev
         labels the two often differ by less than the interval, and the reader should see that."""
-        sizes = {"dev_accuracy": len(self.dev_ids), "old_dev_accuracy": len(self.old_dev[1]) if self.old_dev else 0}
+        sizes = {"dev_accuracy": self.dev_answers()[0], "old_dev_accuracy": len(self.old_dev[1]) if self.old_dev else 0}
         table: dict[str, ParentAgainstKept] = {}
         for key, n in sizes.items():
             before, after = getattr(parent, key), getattr(kept, key)

@@ -122,3 +122,14 @@ def test_select_picks_by_the_least_sure_aspect_head_and_names_it(heads, tmp_path
         assert p["reason"].split(":")[0] in ("aspect service", "aspect taste")
     with pytest.raises(SentiError, match="no head for parking"):
         select_file(export, pool, tmp_path / "x.jsonl", Selection(budget=5, aspects=[Aspect("parking", ("停车",))]))
+
+
+def test_heads_continued_on_new_labels_keep_the_parent_when_they_do_not_beat_it(heads, tmp_path):
+    from senti.toolkit.training.train import run_training
+
+    data, ckpt, _, metrics = heads
+    config = TrainConfig(output_dir=str(tmp_path / "child"), model=str(ckpt), dataset=str(data),
+                         aspects=str(data / "aspects.json"), epochs=1, lr=1e-7, seed=1, threads=2)
+    child = run_training(config, say=lambda _: None)
+    assert child.evaluations[0].parent and child.evaluations[0].dev_accuracy == pytest.approx(metrics.best.dev_accuracy)
+    assert child.kept_parent and child.parent_comparison["dev_accuracy"].texts == 120  # labelled pairs
