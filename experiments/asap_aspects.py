@@ -6,7 +6,8 @@
 
 Methods: `rules`, a keyword in the review means mentioned and the star rating gives the polarity (4-5 positive,
 3 neutral, 1-2 negative); `senti`, `senti.serving.aspects.answer_aspects` with each model, by sentence and by clause,
-its neutral margin chosen on the train split (0 to 0.4 in steps of 0.05) and reported on --split. Metrics over
+its neutral margin chosen on the train split (0 to 0.4 in steps of 0.05) and reported on --split; a model with aspect
+heads (`senti train --aspects`) answered once, from its heads. Metrics over
 (review, aspect) pairs: 4-way accuracy and macro-F1, mention F1 (mentioned or not), polarity accuracy on the pairs
 both gold and answer call mentioned. Prints a markdown table and per-aspect rows; writes --output as JSON.
 """
@@ -152,7 +153,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--learned-mentions", action="store_true")
     parser.add_argument("--similar-mentions", default=None, help="a pretrained encoder folder (e5-small)")
     args = parser.parse_args(argv)
-    from senti.core.aspects import read_aspects
+    from senti.core.aspects import head_aspects, read_aspects
     from senti.core.runtime import configure_runtime
 
     configure_runtime(None)
@@ -172,6 +173,10 @@ def main(argv=None) -> dict:
     results = {"rules": scores(test, said["rules"], names)}
     for model in args.model:
         predictor = Predictor.load(model)
+        if head_aspects(predictor.labels) is not None:  # aspect heads: no margin to choose, the unit only cuts evidence
+            said[f"{Path(model).name} (heads)"] = answers = senti_answers(predictor, test, aspects, "sentence", 0.0)
+            results[f"{Path(model).name} (heads)"] = scores(test, answers, names)
+            continue
         for unit in ("sentence", "clause"):
             chosen = max(MARGINS, key=lambda m: scores(train, senti_answers(predictor, train, aspects, unit, m),
                                                        names)["macro_f1"])
