@@ -18,7 +18,6 @@ model (docs/results/aspects.md); they are for teams with thousands of labelled t
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -28,16 +27,15 @@ from senti.core.aspects import ASPECT_POLARITIES, Aspect, head_labels, read_aspe
 from senti.core.batching import pad_batch
 from senti.core.checkpoint import EvalPoint, ModelSource
 from senti.core.errors import DataError
-from senti.core.sequence import length_to_use
 from senti.toolkit.data.aspect_units import AspectText, split_texts
 from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import training_hashes
 from senti.toolkit.records import DataStats, TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
-from senti.toolkit.training.config import DEFAULT_SEQ_LEN, TrainConfig
+from senti.toolkit.training.config import TrainConfig
 from senti.toolkit.training.models import build_model, default_lr, is_checkpoint, pretrained_folder
-from senti.toolkit.training.run import ClassifierRun, Step, resolve_precision
-from senti.toolkit.training.train import balanced_weights, parent_meta
+from senti.toolkit.training.run import Step, resolve_precision
+from senti.toolkit.training.train import TrainRun, balanced_weights, parent_meta
 
 UNLABELLED = -100  # a pair the data does not label: left out of the loss and the figures
 CLASSES = len(ASPECT_POLARITIES)
@@ -77,8 +75,8 @@ def grouped(logits: np.ndarray, aspects: int) -> np.ndarray:
     return logits.reshape(len(logits), aspects, CLASSES)
 
 
-class AspectRun(ClassifierRun[TrainConfig]):
-    """See the module's docstring."""
+class AspectRun(TrainRun):
+    """See the module's docstring: `senti train` with the data, model, loss and dev figures of aspect heads."""
 
     choose_by_macro_f1 = True
     aspects: list[Aspect]
@@ -86,26 +84,18 @@ class AspectRun(ClassifierRun[TrainConfig]):
     dev_gold: np.ndarray
 
     def prepare(self) -> None:
+        """The aspect list and data, the model (the parent first when it has these heads), encoded ids, records."""
         import paddle
 
         config = self.config
-        assert config.aspects is not None
         self.refuse_sentence_options()
-        aspects = read_aspects(Path(config.aspects))
-        parts = split_texts(Path(config.dataset), aspects, config.text_column, config.seed)
-        names = [a.name for a in aspects]
-        labels = head_labels(names)
-        self.train_gold, self.dev_gold = gold_matrix(parts["train"], names), gold_matrix(parts["dev"], names)
-        for split, gold in (("train", self.train_gold), ("dev", self.dev_gold)):
-            if not (gold != UNLABELLED).any():
-                raise DataError(f"{config.dataset}: the {split} split labels none of the aspects of {config.aspects}")
-        max_len = length_to_use(config.max_seq_len, DEFAULT_SEQ_LEN)
-        self.config = replace(config, max_seq_len=max_len)
+        parts, labels = self.read_data()
+        parent = parent_meta(config.model)
+        max_len = self.settle_length(parent)
         paddle.seed(config.seed)
         model, tokenizer, source = self.start_model(labels, [t.text for t in parts["train"]], max_len)
-        parent = parent_meta(config.model)  # heads continued on new labels: the parent is the first checkpoint
-        self.parent_first = parent is not None and parent.labels == labels
-        self.model, self.tokenizer, self.labels, self.aspects = model, tokenizer, labels, aspects
+        self.parent_first = parent is not None and parent.labels == labels  # heads continued on new labels
+        self.model, self.tokenizer, self.labels = model, tokenizer, labels
         self.train_ids, train_cut = encode_texts(tokenizer, [t.text for t in parts["train"]], max_len)
         self.dev_ids, dev_cut = encode_texts(tokenizer, [t.text for t in parts["dev"]], max_len)
         self.dev_y = np.zeros(len(self.dev_ids), dtype=np.int64)  # unused: the figures read dev_gold
@@ -114,14 +104,28 @@ class AspectRun(ClassifierRun[TrainConfig]):
             config.class_weights == "balanced") else None
         self.train_hashes = training_hashes([t.text for t in parts["train"]], config.model)
         self.precision = resolve_precision(config, self.device, self.say)
-        data = self.data_stats(parts, labels, (train_cut, dev_cut), max_len)
         self.metrics = TrainingMetrics(
             written_by="senti train", model=source, device=self.device, world_size=self.world,
-            precision=self.precision, amp_requested=config.amp, versions=versions(), runtime=self.runtime, data=data)
+            precision=self.precision, amp_requested=config.amp, versions=versions(), runtime=self.runtime,
+            data=self.data_stats(parts, labels, (train_cut, dev_cut), max_len))
         recipe = SplitRecipe(dataset=str(Path(config.dataset).expanduser().resolve()), seed=config.seed,
                              text_column=config.text_column, labels=labels)
         self.meta = checkpoint_meta("senti train", labels, max_len, tokenizer, source, self.metrics.versions, recipe)
-        self.say_data(parts, (train_cut, dev_cut), source)
+        self.say_heads_data(parts, (train_cut, dev_cut), source)
+
+    def read_data(self) -> tuple[dict[str, list[AspectText]], list[str]]:
+        """(the labelled texts of each split, the model's labels), each split's gold answers set; DataError when
+        train or dev labels none of the listed aspects."""
+        config = self.config
+        assert config.aspects is not None
+        self.aspects = read_aspects(Path(config.aspects))
+        parts = split_texts(Path(config.dataset), self.aspects, config.text_column, config.seed)
+        names = [a.name for a in self.aspects]
+        self.train_gold, self.dev_gold = gold_matrix(parts["train"], names), gold_matrix(parts["dev"], names)
+        for split, gold in (("train", self.train_gold), ("dev", self.dev_gold)):
+            if not (gold != UNLABELLED).any():
+                raise DataError(f"{config.dataset}: the {split} split labels none of the aspects of {config.aspects}")
+        return parts, head_labels(names)
 
     def refuse_sentence_options(self) -> None:
         """The options of a sentence model that aspect heads do not have, each refused by name."""
@@ -157,7 +161,7 @@ class AspectRun(ClassifierRun[TrainConfig]):
                          skipped_empty_texts={}, repeats_removed={}, label_counts=counts, rare_labels={},
                          truncated_texts={"train": cut[0], "dev": cut[1]}, max_seq_len=max_len)
 
-    def say_data(self, parts: dict[str, list[AspectText]], cut: tuple[int, int], source: ModelSource) -> None:
+    def say_heads_data(self, parts: dict[str, list[AspectText]], cut: tuple[int, int], source: ModelSource) -> None:
         """The data, the model and the floor to beat, in a few lines."""
         names = [a.name for a in self.aspects]
         pairs = {s: int((g != UNLABELLED).sum()) for s, g in (("train", self.train_gold), ("dev", self.dev_gold))}
