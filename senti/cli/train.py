@@ -85,8 +85,9 @@ UnlabeledMax = Annotated[int, typer.Option(help="Most pool texts the parent's an
 UnlabeledConfidence = Annotated[float, typer.Option(help="Least top probability of a pool answer that trains.",
                                                     min=0.5, max=1.0)]
 Interpolate = Annotated[str, typer.Option(
-    help="When --model is a checkpoint: off, auto (the best on the new dev labels of the child and its blends with "
-         "the parent, the child's share 0.25, 0.5, 0.75), or the child's share of the one blend to try (WiSE-FT).")]
+    help="When --model is a checkpoint: few (0.5 for a pretrained parent and under 100 new dev texts, else off), off, "
+         "auto (the best on the new dev labels of the child and its blends with the parent, the child's share 0.25, "
+         "0.5, 0.75), or the child's share of the one blend to try (WiSE-FT).")]
 Aspects = Annotated[Optional[Path], typer.Option(
     help="An aspect list (JSON, as senti aspects reads it): learn a head per aspect from --dataset's aspect labels "
          "(ASAP's CSV layout or JSONL rows {\"text\", \"aspects\": {name: polarity}}).", exists=True, dir_okay=False)]
@@ -127,7 +128,7 @@ def train(
     unlabeled: Unlabeled = None,
     unlabeled_max: UnlabeledMax = 256,
     unlabeled_confidence: UnlabeledConfidence = 0.9,
-    interpolate: Interpolate = "off",
+    interpolate: Interpolate = "few",
     freeze_encoder: FreezeEncoder = False,
     aspects: Aspects = None,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,

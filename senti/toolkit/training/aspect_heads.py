@@ -131,7 +131,7 @@ class AspectRun(TrainRun):
         """The options of a sentence model that aspect heads do not have, each refused by name."""
         config = self.config
         given = [flag for flag, on in (("--replay", config.replay), ("--unlabeled", config.unlabeled),
-                                       ("--interpolate", config.interpolate != "off"),
+                                       ("--interpolate", config.interpolate not in ("off", "few")),
                                        ("--label-column", config.label_column),
                                        ("--ngram-init fit", config.ngram_init == "fit")) if on]
         if given:

@@ -152,9 +152,10 @@ class TrainConfig(ClassifierConfig):
     unlabeled: str | None = None
     unlabeled_max: int = 256
     unlabeled_confidence: float = 0.9
-    # Continuing a checkpoint: off, auto or the child's share of a parent-child weight blend (WiSE-FT,
-    # senti.toolkit.training.blend), judged on dev as a child is
-    interpolate: str = "off"
+    # Continuing a checkpoint: few (the half blend for a pretrained parent and under 100 new dev texts, else off),
+    # off, auto or the child's share of a parent-child weight blend (WiSE-FT, senti.toolkit.training.blend), judged on
+    # dev as a child is
+    interpolate: str = "few"
     # The encoder held at its starting weights: only the classifier head and the n-gram side train (a few labels
     # move the whole encoder of a continued model; docs/results/far-domains.md measures it)
     freeze_encoder: bool = False

