@@ -33,9 +33,8 @@ from senti.toolkit.data.seen import training_hashes
 from senti.toolkit.records import DataStats, TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
 from senti.toolkit.training.config import TrainConfig
-from senti.toolkit.training.models import build_model, default_lr, is_checkpoint, pretrained_folder
-from senti.toolkit.training.run import Step, resolve_precision
-from senti.toolkit.training.train import TrainRun, balanced_weights, parent_meta
+from senti.toolkit.training.models import build_model, default_lr, is_checkpoint, parent_meta, pretrained_folder
+from senti.toolkit.training.run import ClassifierRun, Step, balanced_weights, resolve_precision
 
 UNLABELLED = -100  # a pair the data does not label: left out of the loss and the figures
 CLASSES = len(ASPECT_POLARITIES)
@@ -75,7 +74,7 @@ def grouped(logits: np.ndarray, aspects: int) -> np.ndarray:
     return logits.reshape(len(logits), aspects, CLASSES)
 
 
-class AspectRun(TrainRun):
+class AspectRun(ClassifierRun[TrainConfig]):
     """See the module's docstring: `senti train` with the data, model, loss and dev figures of aspect heads."""
 
     choose_by_macro_f1 = True
@@ -111,7 +110,7 @@ class AspectRun(TrainRun):
         recipe = SplitRecipe(dataset=str(Path(config.dataset).expanduser().resolve()), seed=config.seed,
                              text_column=config.text_column, labels=labels)
         self.meta = checkpoint_meta("senti train", labels, max_len, tokenizer, source, self.metrics.versions, recipe)
-        self.say_heads_data(parts, (train_cut, dev_cut), source)
+        self.say_data(parts, (train_cut, dev_cut), source)
 
     def read_data(self) -> tuple[dict[str, list[AspectText]], list[str]]:
         """(the labelled texts of each split, the model's labels), each split's gold answers set; DataError when
@@ -161,7 +160,7 @@ class AspectRun(TrainRun):
                          skipped_empty_texts={}, repeats_removed={}, label_counts=counts, rare_labels={},
                          truncated_texts={"train": cut[0], "dev": cut[1]}, max_seq_len=max_len)
 
-    def say_heads_data(self, parts: dict[str, list[AspectText]], cut: tuple[int, int], source: ModelSource) -> None:
+    def say_data(self, parts: dict[str, list[AspectText]], cut: tuple[int, int], source: ModelSource) -> None:
         """The data, the model and the floor to beat, in a few lines."""
         names = [a.name for a in self.aspects]
         pairs = {s: int((g != UNLABELLED).sum()) for s, g in (("train", self.train_gold), ("dev", self.dev_gold))}

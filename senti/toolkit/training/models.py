@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from senti.core import layout
-from senti.core.checkpoint import CheckpointMeta, ModelSource, load_checkpoint, model_files_inside
+from senti.core.checkpoint import CheckpointMeta, ModelSource, load_checkpoint, model_files_inside, read_meta
 from senti.core.errors import ArtifactError, SentiError
 from senti.core.sequence import text_windows
 from senti.toolkit.training.hf_convert import is_hf_folder
@@ -343,3 +343,10 @@ def pretrained_folder(path: Path, model_class, trust_pickle: bool = False, label
     if encoder_missing:
         report += f"; encoder tensors left random: {', '.join(encoder_missing)}"
     return model, tokenizer, report
+
+
+def parent_meta(model: str):
+    """The metadata of the checkpoint `model` names (a continuation keeps its labels and sequence length), or None
+    for any other start."""
+    spec = Path(model).expanduser()
+    return read_meta(spec) if spec.is_dir() and is_checkpoint(spec) else None

@@ -28,6 +28,7 @@ from senti.core import layout, stopping
 from senti.core.checkpoint import CheckpointMeta, EvalPoint, Parallel
 from senti.core.errors import SentiError
 from senti.core.runtime import configure_runtime
+from senti.core.sequence import length_to_use
 from senti.toolkit.evaluation.evaluate import choose_ngram_weight, predict_logits
 from senti.toolkit.evaluation.metrics import classification_metrics
 from senti.toolkit.records import EpochRecord, Interrupted, Interval, ParentAgainstKept, PassedBaseline, TrainingMetrics
@@ -42,7 +43,7 @@ from senti.toolkit.training.callbacks import (
 )
 from senti.toolkit.training.checkpoint import refuse_existing, save_checkpoint
 from senti.toolkit.training.collective import census, join, nodes
-from senti.toolkit.training.config import ClassifierConfig, RunConfig
+from senti.toolkit.training.config import DEFAULT_SEQ_LEN, ClassifierConfig, RunConfig
 from senti.toolkit.training.loop import (
     BudgetPlan,
     Clock,
@@ -369,6 +370,12 @@ def accuracy_interval(accuracy: float, n: int) -> float:
     return round(1.96 * float(np.sqrt(p * (1 - p) / (n + 4))), 4)
 
 
+def balanced_weights(y: np.ndarray, k: int) -> np.ndarray:
+    """scikit-learn's "balanced" class weights: n / (k x rows of the class); a class with no row gets 1."""
+    counts = np.bincount(y, minlength=k).astype(np.float32)
+    return np.where(counts > 0, len(y) / (k * np.maximum(counts, 1)), 1.0).astype(np.float32)
+
+
 def better(record: EvalPoint, best: EvalPoint, small_dev: bool = True, macro_first: bool = False) -> bool:
     """Whether a dev record beats the best so far: accuracy, then macro-F1 (the other way round with
     `macro_first`), then, on a small dev set (where checkpoints often score the same), the lower log-loss."""
@@ -479,6 +486,14 @@ class ClassifierRun(Run[Classifier]):
                      "that score the same are told apart by dev log-loss; its figures are coarse")
         if self.parent_first:
             self.keep_parent()
+
+    def settle_length(self, parent) -> int:
+        """The sequence length to train at (continuing a checkpoint, `parent` its metadata, keeps the length it was
+        trained at), set in the settings."""
+        trained_at = parent.max_seq_len if parent else DEFAULT_SEQ_LEN
+        max_len = length_to_use(self.config.max_seq_len, trained_at)
+        self.config = replace(self.config, max_seq_len=max_len)
+        return max_len
 
     def dev_answers(self) -> tuple[int, str]:
         """How many answers dev accuracy is over, and what they are."""

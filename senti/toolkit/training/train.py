@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,15 +11,14 @@ from senti.core.artifacts import SplitRecipe
 from senti.core.batching import pad_batch
 from senti.core.checkpoint import Lineage, ModelSource, read_meta
 from senti.core.errors import SentiError
-from senti.core.sequence import length_to_use
 from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import hashes_of, read_hashes, training_hashes
 from senti.toolkit.data.splits import data_fingerprint, load_recipe, recorded_dataset
 from senti.toolkit.records import BaselineFigures, DataStats, TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
-from senti.toolkit.training.config import DEFAULT_SEQ_LEN, TrainConfig
-from senti.toolkit.training.models import build_model, default_lr, is_checkpoint
-from senti.toolkit.training.run import SMALL_DEV, ClassifierRun, Step, resolve_precision
+from senti.toolkit.training.config import TrainConfig
+from senti.toolkit.training.models import build_model, default_lr, parent_meta
+from senti.toolkit.training.run import SMALL_DEV, ClassifierRun, Step, balanced_weights, resolve_precision
 
 
 class TrainRun(ClassifierRun[TrainConfig]):
@@ -81,14 +79,6 @@ class TrainRun(ClassifierRun[TrainConfig]):
             self.say(f"the parent began from pretrained weights and the new dev has {dev_texts} texts: the blend parent "
                      f"+ {setting} x (child - parent) is tried at the end (--interpolate off: the child as trained)")
         return setting
-
-    def settle_length(self, parent) -> int:
-        """The sequence length to train at (continuing a checkpoint, `parent` its metadata, keeps the length it was
-        trained at), set in the settings."""
-        trained_at = parent.max_seq_len if parent else DEFAULT_SEQ_LEN
-        max_len = length_to_use(self.config.max_seq_len, trained_at)
-        self.config = replace(self.config, max_seq_len=max_len)
-        return max_len
 
     def say_data(self, splits, added: tuple[int, int], cut: tuple[int, int], source: ModelSource
                  ) -> dict[str, int] | None:
@@ -202,12 +192,6 @@ def adjusts(setting: str, n_labels: int, has_ngram_head: bool) -> bool:
     return has_ngram_head and (setting == "dev" or (setting == "auto" and n_labels > 2))
 
 
-def balanced_weights(y: np.ndarray, k: int) -> np.ndarray:
-    """scikit-learn's "balanced" class weights: n / (k x rows of the class); a class with no row gets 1."""
-    counts = np.bincount(y, minlength=k).astype(np.float32)
-    return np.where(counts > 0, len(y) / (k * np.maximum(counts, 1)), 1.0).astype(np.float32)
-
-
 def parent_dev(parent: Path, recipe: SplitRecipe, tokenizer, labels: list[str], max_len: int):
     """The parent's own dev split (encoded ids, label ids), when its data can be read and is not the new data."""
     old = read_meta(parent).data
@@ -261,13 +245,6 @@ def fit_baseline_figures(splits, train_rows, labels, seed: int, say) -> dict:
     say(f"baseline ({record['model']}, fitted in {record['fit_seconds']:.0f} s): dev accuracy "
         f"{record['dev']['accuracy']:.4f}, macro-F1 {record['dev']['macro_f1']:.4f}; --no-baseline skips it")
     return record
-
-
-def parent_meta(model: str):
-    """The metadata of the checkpoint `model` names (a continuation keeps its labels and sequence length), or None
-    for any other start."""
-    spec = Path(model).expanduser()
-    return read_meta(spec) if spec.is_dir() and is_checkpoint(spec) else None
 
 
 def continuation(config: TrainConfig, splits) -> tuple[list[str], list, Lineage | None]:

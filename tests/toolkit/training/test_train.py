@@ -417,7 +417,7 @@ def test_a_users_own_file_named_as_a_run_file_is_not_a_runs(tmp_path, name):
 def test_balanced_class_weights_follow_scikit_learns_rule():
     from sklearn.utils.class_weight import compute_class_weight
 
-    from senti.toolkit.training.train import balanced_weights
+    from senti.toolkit.training.run import balanced_weights
 
     y = np.array([0] * 90 + [1] * 8 + [2] * 2)
     expected = compute_class_weight("balanced", classes=np.arange(3), y=y)
