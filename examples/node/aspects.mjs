@@ -112,7 +112,8 @@ async function headAnswers(model, texts, aspects, found, heads) {
   // each aspect's four outputs made to sum to one, the likeliest answered, P(positive) among them as the score
   const missing = aspects.map((a) => a.name).filter((n) => !heads.includes(n));
   if (missing.length) {
-    throw new ExportError(`this model's aspect heads answer ${heads.join(", ")}; it has no head for ${missing.slice(0, 5).join(", ")}`);
+    const named = heads.slice(0, 10).join(", ") + (heads.length > 10 ? ` (${heads.length} in all)` : "");
+    throw new ExportError(`this model's aspect heads answer ${named}; it has no head for ${missing.slice(0, 5).join(", ")}`);
   }
   const distinct = [...new Set(texts)];
   const scored = await model.predict(distinct);

@@ -156,8 +156,8 @@ def check_settings(labels: list[str], unit: str, neutral_margin: float, aspects:
         return
     missing = [a.name for a in aspects or [] if a.name not in heads]
     if missing:
-        raise SentiError(f"this model's aspect heads answer {', '.join(heads)}; it has no head for "
-                         f"{', '.join(missing[:5])}")
+        named = ", ".join(heads[:10]) + (f" ({len(heads)} in all)" if len(heads) > 10 else "")
+        raise SentiError(f"this model's aspect heads answer {named}; it has no head for {', '.join(missing[:5])}")
 
 
 def check_margin(neutral_margin: float) -> None:
