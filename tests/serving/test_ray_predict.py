@@ -431,3 +431,27 @@ def test_the_aspect_report_over_rays_output_joins_the_input_rows_by_id(_exported
     direct = aspect_report(local, period="week")
     assert joined.periods == direct.periods == ["2024-W19", "2024-W20"] and joined.counts == direct.counts
     assert joined.rows == 24 and joined.first_skipped is not None and joined.first_skipped.startswith("line 6:")
+
+
+def test_ray_answers_an_aspect_heads_export_from_its_heads(local_ray, tmp_path):
+    from senti.core.aspects import read_aspects
+    from senti.core.errors import SentiError
+    from tests.helpers import synthetic_aspect_rows, train_aspect_heads
+
+    data, _, export, _ = train_aspect_heads(tmp_path / "heads")
+    texts = [r["text"] for r in synthetic_aspect_rows(40, seed=13)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": f"r{i}", "text": t}, ensure_ascii=False) + "\n"
+                           for i, t in enumerate(texts)), encoding="utf-8")
+    listed = json.loads((data / "aspects.json").read_text(encoding="utf-8"))["aspects"]
+    result = predict_with_ray(export, str(src), str(tmp_path / "out.parquet"),
+                              RayJob(batch_size=16, id_column="id", backend="onnx", aspects=listed))
+    assert result["rows_out"] == len(texts) and result["errors"] == 0
+    rows = {r["id"]: r for r in pq_rows(tmp_path / "out.parquet")}
+    want = Predictor.load(export, backend="onnx").aspects(texts, read_aspects(data / "aspects.json"))
+    for i, answer in enumerate(want):
+        for name, a in answer.items():
+            assert rows[f"r{i}"][f"aspect_{name}"] == a.polarity
+    parking = RayJob(batch_size=16, id_column="id", backend="onnx", aspects=[{"name": "parking", "keywords": ["停车"]}])
+    with pytest.raises(SentiError, match="it has no head for parking"):
+        predict_with_ray(export, str(src), str(tmp_path / "no.parquet"), parking)
