@@ -56,8 +56,16 @@ def evaluate(
             from senti.serving.streaming import check_output
 
             check_output(None, output, suffixes=(".json",))
+        from senti.core.aspects import head_aspects
+        from senti.toolkit.evaluation.evaluate import Scorer, evaluate_heads, model_labels
+
+        if head_aspects(model_labels(model)) is not None and len(datasets) < 2 and group_by is None:
+            record = evaluate_heads(Scorer(model, batch_size, trust_pickle, backend.value),
+                                    datasets[0] if datasets else None, split.value)
+            _print_heads(record, output or model / layout.eval_results(split.value))
+            return
         if len(datasets) > 1 or group_by is not None:
-            from senti.toolkit.evaluation.evaluate import Scorer, evaluate_domains
+            from senti.toolkit.evaluation.evaluate import evaluate_domains
 
             report = evaluate_domains(Scorer(model, batch_size, trust_pickle, backend.value), datasets, split.value,
                                       baseline, seed, group_by)
@@ -118,4 +126,21 @@ def _print_domains(report, output: Path) -> None:
         b = first.baseline
         console.print(f"baseline: {b.model}, fitted once in {b.fit_seconds or 0:.0f} s on the model's "
                       f"{b.train_rows} training rows")
+    console.print(f"written: {output}")
+
+
+def _print_heads(record, output: Path) -> None:
+    """A model with aspect heads: the figures over every labelled pair and per aspect (`record`: an
+    AspectEvalRecord), written to `output`."""
+    record.write_to(output)
+    f = record.figures
+    console.print(f"{record.split} of {record.dataset} ({record.texts} texts, {f.pairs} labelled pairs), scored by "
+                  f"{record.backend}: 4-way accuracy [bold]{f.accuracy:.4f}[/], macro-F1 [bold]{f.macro_f1:.4f}[/], "
+                  f"mention F1 {f.mention_f1:.4f}")
+    table = Table(title="per aspect")
+    for col in ("aspect", "pairs", "accuracy", "macro-F1", "mention F1"):
+        table.add_column(col, justify="right")
+    for name, a in record.per_aspect.items():
+        table.add_row(name, str(a.pairs), f"{a.accuracy:.4f}", f"{a.macro_f1:.4f}", f"{a.mention_f1:.4f}")
+    console.print(table)
     console.print(f"written: {output}")

@@ -313,6 +313,34 @@ class ScoredData(Record):
 
 
 @dataclass
+class PairFigures(Record):
+    """Aspect answers scored over labelled (text, aspect) pairs: 4-way accuracy and macro-F1, mention F1."""
+
+    pairs: int
+    accuracy: float
+    macro_f1: float
+    mention_f1: float
+
+
+@dataclass
+class AspectEvalRecord(ArtifactMeta):
+    """`eval_<split>.json` of a model with aspect heads (`senti train --aspects`): its answers on one split of its
+    aspect data, over every labelled pair and per aspect."""
+
+    FILE: ClassVar[str] = layout.eval_results("<split>")  # one per split: written with `write_to`
+    KIND: ClassVar[str] = "aspect evaluation"
+
+    model: str
+    backend: str
+    dataset: str
+    split: str
+    texts: int
+    figures: PairFigures
+    per_aspect: dict[str, PairFigures]
+    meta_version: int = layout.META_VERSION
+
+
+@dataclass
 class ScoredFigures:
     """A model's figures on a set of texts, the baseline's beside them and the texts it had seen: the body of
     `eval_<split>.json` (EvalRecord) and of each domain of `eval_domains_<split>.json` (DomainFigures)."""

@@ -11,7 +11,7 @@ from senti.core.batching import logits_in_order
 from senti.core.errors import SentiError
 from senti.toolkit.data.seen import seen_figures, seen_mask
 from senti.toolkit.evaluation.metrics import classification_metrics
-from senti.toolkit.records import DomainReport, EvalRecord
+from senti.toolkit.records import AspectEvalRecord, DomainReport, EvalRecord, PairFigures
 
 
 def predict_logits(model, encoded, batch_size: int = 64, pad_id: int | None = None, parts: bool = False):
@@ -122,19 +122,29 @@ class Scorer:
             self.max_seq_len = meta.max_seq_len
         from senti.core.aspects import head_aspects
 
-        if head_aspects(self.labels) is not None:
-            raise SentiError(f"{model_dir} has aspect heads (senti train --aspects): senti eval scores sentence "
-                             "models; its dev figures are in metrics.json, and senti aspects answers texts")
+        self.heads = head_aspects(self.labels)  # the aspects of a model with aspect heads, else None
 
-    def predict(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(predicted label indices, whether each text was truncated)."""
+    def sentence_only(self) -> Scorer:
+        """This scorer, for a figure of sentence labels; SentiError for a model with aspect heads."""
+        if self.heads is not None:
+            raise SentiError(f"{self.folder} has aspect heads (senti train --aspects): scored per aspect on one split "
+                             "of its aspect data (senti eval --model MODEL [--split dev]), not by domain")
+        return self
+
+    def logits(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(logits per text, whether each text was truncated)."""
         if self.predictor is not None:
             logits, _, too_long = self.predictor.logits(texts, self.batch_size)
-            return logits.argmax(1), np.asarray(too_long, dtype=bool)
+            return logits, np.asarray(too_long, dtype=bool)
         from senti.toolkit.data.batching import encode_marking_cuts
 
         encoded, cut = encode_marking_cuts(self.tokenizer, texts, self.max_seq_len)
-        return predict_logits(self.model, encoded, self.batch_size).argmax(1), np.asarray(cut, dtype=bool)
+        return predict_logits(self.model, encoded, self.batch_size), np.asarray(cut, dtype=bool)
+
+    def predict(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(predicted label indices, whether each text was truncated)."""
+        logits, cut = self.logits(texts)
+        return logits.argmax(1), cut
 
     def score(self, rows) -> dict:
         """Accuracy, macro-F1, per class, confusion matrix, truncation and the training-text overlap on `rows`."""
@@ -165,7 +175,7 @@ def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", b
     """Score a checkpoint (dynamic graph) or an export folder (its serving runtime) on one split of the data it
     was trained on (cut as in training), of `dataset`, or on every row (`split="all"`); the record eval_<split>.json
     holds."""
-    scorer = Scorer(model_dir, batch_size, trust_pickle, backend)
+    scorer = Scorer(model_dir, batch_size, trust_pickle, backend).sentence_only()
     rows, data = _rows_to_score(scorer.labels, scorer.recipe, dataset, split, scorer.folder, seed)
     result = scorer.score(rows)
     if baseline:
@@ -173,6 +183,42 @@ def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", b
         result["baseline"] = record
     return EvalRecord.typed({**result, "dataset": data["dataset"], "split": split, "data": data,
                              "model": str(scorer.folder.resolve()), "backend": scorer.backend})
+
+
+def model_labels(folder: Path) -> list[str]:
+    """The labels an export folder or a checkpoint answers, read from its metadata (nothing is loaded)."""
+    from senti.core import layout
+    from senti.core.artifacts import ExportMeta
+    from senti.core.checkpoint import read_meta
+
+    folder = Path(folder)
+    return ExportMeta.read(folder).labels if (folder / layout.EXPORT_META).is_file() else read_meta(folder).labels
+
+
+def evaluate_heads(scorer: Scorer, dataset: str | None = None, split: str = "test") -> AspectEvalRecord:
+    """A model with aspect heads scored on one split of its aspect data (cut as in training) or of `dataset`:
+    4-way accuracy, macro-F1 and mention F1 over the labelled pairs, overall and per aspect."""
+    from senti.core.aspects import Aspect
+    from senti.toolkit.data.aspect_units import split_texts
+    from senti.toolkit.training.aspect_heads import gold_matrix, grouped, pair_figures
+
+    assert scorer.heads is not None
+    source = dataset or (scorer.recipe.dataset if scorer.recipe else None)
+    if source is None:
+        raise SentiError(f"{scorer.folder} does not record what it was trained on; pass --dataset")
+    recipe = scorer.recipe
+    parts = split_texts(Path(source), [Aspect(name, ()) for name in scorer.heads],
+                        recipe.text_column if recipe else None, recipe.seed if recipe else 42)
+    if split not in parts or not parts[split]:
+        raise SentiError(f"{source}: the {split} split holds no text")
+    texts = parts[split]
+    gold = gold_matrix(texts, scorer.heads)
+    said = grouped(scorer.logits([t.text for t in texts])[0], len(scorer.heads)).argmax(-1)
+    per_aspect = {name: PairFigures.from_json(pair_figures(gold[:, [j]], said[:, [j]]))
+                  for j, name in enumerate(scorer.heads)}
+    return AspectEvalRecord(model=str(scorer.folder.resolve()), backend=scorer.backend, dataset=source, split=split,
+                            texts=len(texts), figures=PairFigures.from_json(pair_figures(gold, said)),
+                            per_aspect=per_aspect)
 
 
 def evaluate_checkpoint(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
@@ -221,6 +267,7 @@ def evaluate_domains(scorer: Scorer, datasets: list[str], split: str = "test", b
     """One model (`scorer`) on several domains: each dataset's `split` (or one file's rows grouped by `group_by`),
     with accuracy, macro-F1, the baseline (fitted once, on the model's own training split) and how many texts the
     model had seen, per domain. A shop running one model over many product kinds reads this table first."""
+    scorer = scorer.sentence_only()
     domains = domain_rows(datasets, split, scorer.labels, scorer.folder, scorer.recipe, seed, group_by)
     record = baseline_beside(scorer.folder, scorer.recipe, datasets[0], domains, scorer.labels, seed) if baseline \
         else None

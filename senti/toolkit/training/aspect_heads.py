@@ -52,7 +52,7 @@ def gold_matrix(texts: list[AspectText], names: list[str]) -> np.ndarray:
 
 
 def pair_figures(gold: np.ndarray, said: np.ndarray) -> dict[str, float]:
-    """4-way accuracy and macro-F1 over the labelled (text, aspect) pairs; mention F1 (mentioned or not)."""
+    """4-way accuracy and macro-F1 over the labelled (text, aspect) pairs; mention F1 (mentioned or not); pairs."""
     from sklearn.metrics import f1_score
 
     keep = gold != UNLABELLED
@@ -60,7 +60,7 @@ def pair_figures(gold: np.ndarray, said: np.ndarray) -> dict[str, float]:
     none = ASPECT_POLARITIES.index("not_mentioned")
     return {"accuracy": float((g == s).mean()) if len(g) else 0.0,
             "macro_f1": float(f1_score(g, s, labels=list(range(CLASSES)), average="macro", zero_division=0)),
-            "mention_f1": float(f1_score(g != none, s != none, zero_division=0))}
+            "mention_f1": float(f1_score(g != none, s != none, zero_division=0)), "pairs": int(keep.sum())}
 
 
 def majority_answers(train_gold: np.ndarray, texts: int) -> np.ndarray:

@@ -40,7 +40,7 @@ def aspect_texts(recipe: SplitRecipe | None, names: list[str], dataset: str | No
 
     if recipe is None and dataset is None:
         raise SentiError("parity texts: the checkpoint records no aspect data; pass --dataset")
-    recipe = SplitRecipe(dataset=dataset, seed=recipe.seed if recipe else 0) if dataset else recipe
+    recipe = SplitRecipe(dataset=dataset, seed=recipe.seed if recipe else 42) if dataset else recipe
     assert recipe is not None
     listed = [Aspect(name, ()) for name in names]
     parts = split_texts(Path(recipe.dataset), listed, recipe.text_column, recipe.seed)

@@ -82,14 +82,14 @@ def test_the_export_answers_aspects_as_the_checkpoint_did_in_every_format_and_ov
 
 def test_an_aspect_without_a_head_and_sentence_only_options_are_one_line_each(heads, tmp_path):
     from senti.serving import Predictor
-    from senti.toolkit.evaluation.evaluate import Scorer
+    from senti.toolkit.evaluation.evaluate import Scorer, evaluate_domains
     from senti.toolkit.training.train import run_training
 
     data, ckpt, export, _ = heads
     with pytest.raises(SentiError, match="aspect heads answer service, taste; it has no head for parking$"):
         Predictor.load(export).aspects(["服务很热情"], [Aspect("parking", ("停车",))])
-    with pytest.raises(SentiError, match="has aspect heads .*: senti eval scores sentence models"):
-        Scorer(ckpt)
+    with pytest.raises(SentiError, match="has aspect heads .*: scored per aspect on one split of its aspect data"):
+        evaluate_domains(Scorer(ckpt), [str(data), str(data)], "dev")
 
     config = TrainConfig(output_dir=str(tmp_path / "x"), model="scratch:tiny", dataset=str(data),
                          aspects=str(data / "aspects.json"), replay=str(data), epochs=1)
@@ -134,3 +134,22 @@ def test_heads_continued_on_new_labels_keep_the_parent_when_they_do_not_beat_it(
     assert child.evaluations[0].parent and child.evaluations[0].dev_accuracy == pytest.approx(metrics.best.dev_accuracy)
     assert child.kept_parent and child.parent_comparison is not None
     assert child.parent_comparison["dev_accuracy"].texts == 120  # labelled pairs, not the 60 texts
+
+
+def test_senti_eval_scores_the_heads_per_aspect_alike_on_the_checkpoint_and_its_export(heads, tmp_path):
+    from typer.testing import CliRunner
+
+    from senti.cli import app
+    from senti.toolkit.records import AspectEvalRecord
+
+    _, ckpt, export, metrics = heads
+    for folder in (ckpt, export):
+        out = tmp_path / f"{folder.name}.json"
+        done = CliRunner().invoke(app, ["eval", "--model", str(folder), "--split", "dev", "--output", str(out)])
+        assert done.exit_code == 0, done.output
+        record = AspectEvalRecord.from_json(json.loads(out.read_text(encoding="utf-8")), out)
+        # the dev split scored again: the figures the kept checkpoint was chosen by, in either runtime
+        assert record.texts == 60 and record.figures.pairs == 120 and set(record.per_aspect) == set(ASPECT_CUES)
+        assert record.figures.accuracy == pytest.approx(metrics.best.dev_accuracy)
+        assert record.figures.macro_f1 == pytest.approx(metrics.best.dev_macro_f1)
+        assert "mention F1" in done.output and "per aspect" in done.output
