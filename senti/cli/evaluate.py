@@ -56,16 +56,11 @@ def evaluate(
             from senti.serving.streaming import check_output
 
             check_output(None, output, suffixes=(".json",))
-        from senti.core.aspects import head_aspects
-        from senti.toolkit.evaluation.evaluate import Scorer, evaluate_heads, model_labels
-
-        if head_aspects(model_labels(model)) is not None and len(datasets) < 2 and group_by is None:
-            record = evaluate_heads(Scorer(model, batch_size, trust_pickle, backend.value),
-                                    datasets[0] if datasets else None, split.value)
-            _print_heads(record, output or model / layout.eval_results(split.value))
+        if len(datasets) < 2 and group_by is None and _heads_scored(model, datasets, split.value, output,
+                                                                     (batch_size, trust_pickle, backend.value)):
             return
         if len(datasets) > 1 or group_by is not None:
-            from senti.toolkit.evaluation.evaluate import evaluate_domains
+            from senti.toolkit.evaluation.evaluate import Scorer, evaluate_domains
 
             report = evaluate_domains(Scorer(model, batch_size, trust_pickle, backend.value), datasets, split.value,
                                       baseline, seed, group_by)
@@ -127,6 +122,19 @@ def _print_domains(report, output: Path) -> None:
         console.print(f"baseline: {b.model}, fitted once in {b.fit_seconds or 0:.0f} s on the model's "
                       f"{b.train_rows} training rows")
     console.print(f"written: {output}")
+
+
+def _heads_scored(model: Path, datasets: list[str], split: str, output: Optional[Path], scoring: tuple) -> bool:
+    """A model with aspect heads scored per aspect and printed (True); False for any other model."""
+    from senti.core import layout
+    from senti.core.aspects import head_aspects
+    from senti.toolkit.evaluation.evaluate import Scorer, evaluate_heads, model_labels
+
+    if head_aspects(model_labels(model)) is None:
+        return False
+    record = evaluate_heads(Scorer(model, *scoring), datasets[0] if datasets else None, split)
+    _print_heads(record, output or model / layout.eval_results(split))
+    return True
 
 
 def _print_heads(record, output: Path) -> None:

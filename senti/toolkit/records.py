@@ -322,22 +322,30 @@ class PairFigures(Record):
     mention_f1: float
 
 
-@dataclass
-class AspectEvalRecord(ArtifactMeta):
-    """`eval_<split>.json` of a model with aspect heads (`senti train --aspects`): its answers on one split of its
-    aspect data, over every labelled pair and per aspect."""
+@dataclass(kw_only=True)
+class SplitScored(ArtifactMeta):
+    """What every `eval_<split>.json` (`layout.eval_results`) says first: the model scored, the runtime that scored
+    it, the data and the split."""
 
     FILE: ClassVar[str] = layout.eval_results("<split>")  # one per split: written with `write_to`
-    KIND: ClassVar[str] = "aspect evaluation"
 
     model: str
     backend: str
     dataset: str
     split: str
+    meta_version: int = layout.META_VERSION
+
+
+@dataclass(kw_only=True)
+class AspectEvalRecord(SplitScored):
+    """`eval_<split>.json` of a model with aspect heads (`senti train --aspects`): its answers on one split of its
+    aspect data, over every labelled pair and per aspect."""
+
+    KIND: ClassVar[str] = "aspect evaluation"
+
     texts: int
     figures: PairFigures
     per_aspect: dict[str, PairFigures]
-    meta_version: int = layout.META_VERSION
 
 
 @dataclass
@@ -383,16 +391,10 @@ class DomainReport(ArtifactMeta):
 
 
 @dataclass(kw_only=True)
-class EvalRecord(ArtifactMeta, ScoredFigures):
-    """`eval_<split>.json` (`layout.eval_results`): one model scored on one split, or every labelled row of a file,
-    with the n-gram baseline on the same texts."""
+class EvalRecord(SplitScored, ScoredFigures):
+    """`eval_<split>.json`: one model scored on one split, or every labelled row of a file, with the n-gram
+    baseline on the same texts."""
 
-    FILE: ClassVar[str] = layout.eval_results("<split>")  # one per split: written with `write_to`
     KIND: ClassVar[str] = "evaluation"
 
-    model: str
-    backend: str
-    dataset: str
-    split: str
-    meta_version: int = layout.META_VERSION
     data: ScoredData | None = None  # how the split was cut (dataset, seed, columns)

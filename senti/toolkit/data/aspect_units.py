@@ -18,11 +18,14 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from senti.core.aspects import ASPECT_POLARITIES, Aspect
 from senti.core.errors import DataError
 from senti.core.rows import read_rows
 
 ASAP_CODES = {"1": "positive", "0": "neutral", "-1": "negative", "-2": "not_mentioned"}
+UNLABELLED = -100  # a (text, aspect) pair the data does not label (gold_matrix): left out of losses and figures
 SPLITS = ("train", "dev", "test")
 
 
@@ -146,3 +149,14 @@ def write_aspect_units(source: Path, aspects: list[Aspect], out: Path, unit: str
                        encoding="utf-8")
         tmp.replace(out / f"{split}.tsv")
     return counts
+
+
+def gold_matrix(texts: list[AspectText], names: list[str]) -> np.ndarray:
+    """[texts, aspects] class ids (ASPECT_POLARITIES' order), UNLABELLED where a text does not label an aspect."""
+    column = {name: j for j, name in enumerate(names)}
+    gold = np.full((len(texts), len(names)), UNLABELLED, dtype=np.int64)
+    for i, t in enumerate(texts):
+        for name, polarity in t.polarity.items():
+            if name in column:
+                gold[i, column[name]] = ASPECT_POLARITIES.index(polarity)
+    return gold

@@ -188,19 +188,19 @@ def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", b
 def model_labels(folder: Path) -> list[str]:
     """The labels an export folder or a checkpoint answers, read from its metadata (nothing is loaded)."""
     from senti.core import layout
-    from senti.core.artifacts import ExportMeta
     from senti.core.checkpoint import read_meta
+    from senti.serving.export_folder import read_meta as read_export_json
 
     folder = Path(folder)
-    return ExportMeta.read(folder).labels if (folder / layout.EXPORT_META).is_file() else read_meta(folder).labels
+    return read_export_json(folder)[0].labels if (folder / layout.EXPORT_META).is_file() else read_meta(folder).labels
 
 
 def evaluate_heads(scorer: Scorer, dataset: str | None = None, split: str = "test") -> AspectEvalRecord:
     """A model with aspect heads scored on one split of its aspect data (cut as in training) or of `dataset`:
     4-way accuracy, macro-F1 and mention F1 over the labelled pairs, overall and per aspect."""
     from senti.core.aspects import Aspect
-    from senti.toolkit.data.aspect_units import split_texts
-    from senti.toolkit.training.aspect_heads import gold_matrix, grouped, pair_figures
+    from senti.toolkit.data.aspect_units import gold_matrix, split_texts
+    from senti.toolkit.evaluation.metrics import grouped, pair_figures
 
     assert scorer.heads is not None
     source = dataset or (scorer.recipe.dataset if scorer.recipe else None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from senti.core.aspects import ASPECT_POLARITIES
 from senti.core.scores import confusion_matrix, macro_f1
 
 
@@ -28,3 +29,20 @@ def classification_metrics(y_true, y_pred, labels: list[str]) -> dict:
         "labels": labels,
         "n": int(len(y_true)),
     }
+
+
+def grouped(logits: np.ndarray, aspects: int) -> np.ndarray:
+    """[texts, aspects x 4] logits as [texts, aspects, 4]."""
+    return logits.reshape(len(logits), aspects, len(ASPECT_POLARITIES))
+
+
+def pair_figures(gold: np.ndarray, said: np.ndarray) -> dict[str, float]:
+    """4-way accuracy and macro-F1 over the labelled (text, aspect) pairs; mention F1 (mentioned or not); pairs."""
+    from sklearn.metrics import f1_score
+
+    keep = gold >= 0  # UNLABELLED pairs (negative ids) left out
+    g, s = gold[keep], said[keep]
+    none = ASPECT_POLARITIES.index("not_mentioned")
+    return {"accuracy": float((g == s).mean()) if len(g) else 0.0,
+            "macro_f1": float(f1_score(g, s, labels=list(range(len(ASPECT_POLARITIES))), average="macro", zero_division=0)),
+            "mention_f1": float(f1_score(g != none, s != none, zero_division=0)), "pairs": int(keep.sum())}

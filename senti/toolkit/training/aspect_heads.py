@@ -27,51 +27,23 @@ from senti.core.aspects import ASPECT_POLARITIES, Aspect, head_labels, read_aspe
 from senti.core.batching import pad_batch
 from senti.core.checkpoint import EvalPoint, ModelSource
 from senti.core.errors import DataError
-from senti.toolkit.data.aspect_units import AspectText, split_texts
+from senti.toolkit.data.aspect_units import UNLABELLED, AspectText, gold_matrix, split_texts
 from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import training_hashes
+from senti.toolkit.evaluation.metrics import grouped, pair_figures
 from senti.toolkit.records import DataStats, TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
 from senti.toolkit.training.config import TrainConfig
 from senti.toolkit.training.models import build_model, default_lr, is_checkpoint, parent_meta, pretrained_folder
 from senti.toolkit.training.run import ClassifierRun, Step, balanced_weights, resolve_precision
 
-UNLABELLED = -100  # a pair the data does not label: left out of the loss and the figures
 CLASSES = len(ASPECT_POLARITIES)
-
-
-def gold_matrix(texts: list[AspectText], names: list[str]) -> np.ndarray:
-    """[texts, aspects] class ids (ASPECT_POLARITIES' order), UNLABELLED where a text does not label an aspect."""
-    column = {name: j for j, name in enumerate(names)}
-    gold = np.full((len(texts), len(names)), UNLABELLED, dtype=np.int64)
-    for i, t in enumerate(texts):
-        for name, polarity in t.polarity.items():
-            if name in column:
-                gold[i, column[name]] = ASPECT_POLARITIES.index(polarity)
-    return gold
-
-
-def pair_figures(gold: np.ndarray, said: np.ndarray) -> dict[str, float]:
-    """4-way accuracy and macro-F1 over the labelled (text, aspect) pairs; mention F1 (mentioned or not); pairs."""
-    from sklearn.metrics import f1_score
-
-    keep = gold != UNLABELLED
-    g, s = gold[keep], said[keep]
-    none = ASPECT_POLARITIES.index("not_mentioned")
-    return {"accuracy": float((g == s).mean()) if len(g) else 0.0,
-            "macro_f1": float(f1_score(g, s, labels=list(range(CLASSES)), average="macro", zero_division=0)),
-            "mention_f1": float(f1_score(g != none, s != none, zero_division=0)), "pairs": int(keep.sum())}
 
 
 def majority_answers(train_gold: np.ndarray, texts: int) -> np.ndarray:
     """Each aspect's most frequent labelled training class, answered for `texts` texts (the floor heads must beat)."""
     said = [np.bincount(col[col != UNLABELLED], minlength=CLASSES).argmax() for col in train_gold.T]
     return np.tile(np.asarray(said, dtype=np.int64), (texts, 1))
-
-
-def grouped(logits: np.ndarray, aspects: int) -> np.ndarray:
-    """[texts, aspects x 4] logits as [texts, aspects, 4]."""
-    return logits.reshape(len(logits), aspects, CLASSES)
 
 
 class AspectRun(ClassifierRun[TrainConfig]):
