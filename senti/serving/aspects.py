@@ -121,6 +121,13 @@ def assemble_scored(texts: list[str], found: list[dict[str, list[Evidence]]], as
     return assemble(found, aspects, {piece: p[positive] for piece, p in scored.items()}, neutral_margin)
 
 
+def head_shares(probabilities: dict[str, float], name: str) -> dict[str, float]:
+    """The four outputs of aspect `name`'s head (a model's probabilities by label) made to sum to one, by polarity."""
+    share = {p: probabilities[f"{name}{HEAD_SEPARATOR}{p}"] for p in ASPECT_POLARITIES}
+    total = sum(share.values()) or 1.0
+    return {p: value / total for p, value in share.items()}
+
+
 def head_answers(texts: list[str], found: list[dict[str, list[Evidence]]], aspects: list[Aspect],
                  scored: dict[str, dict[str, float]]) -> list[dict[str, AspectAnswer]]:
     """Aspect heads' answers: for each aspect, its four outputs' probabilities made to sum to one, the likeliest
@@ -130,10 +137,9 @@ def head_answers(texts: list[str], found: list[dict[str, list[Evidence]]], aspec
     for text, per_text in zip(texts, found):
         row = {}
         for aspect in aspects:
-            share = {p: scored[text][f"{aspect.name}{HEAD_SEPARATOR}{p}"] for p in ASPECT_POLARITIES}
-            total = sum(share.values()) or 1.0
+            share = head_shares(scored[text], aspect.name)
             said = max(share, key=lambda p: share[p])
-            score = None if said == "not_mentioned" else round(share["positive"] / total, 6)
+            score = None if said == "not_mentioned" else round(share["positive"], 6)
             row[aspect.name] = AspectAnswer(said, score, per_text.get(aspect.name, []) if score is not None else [])
         answers.append(row)
     return answers

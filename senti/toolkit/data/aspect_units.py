@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from senti.core.artifacts import SplitRecipe
 from senti.core.aspects import ASPECT_POLARITIES, Aspect
 from senti.core.errors import DataError
 from senti.core.rows import read_rows
@@ -160,3 +161,15 @@ def gold_matrix(texts: list[AspectText], names: list[str]) -> np.ndarray:
             if name in column:
                 gold[i, column[name]] = ASPECT_POLARITIES.index(polarity)
     return gold
+
+
+def recorded_aspect_splits(recipe, names: list[str], dataset: str | None, where: Path
+                           ) -> tuple[dict[str, list[AspectText]], SplitRecipe]:
+    """The splits of a heads model's aspect data (`names` its aspects) cut as its `recipe` says, or `dataset` cut
+    with the recipe's seed (42 without one), and the recipe used; DataError when neither is known."""
+    if recipe is None and dataset is None:
+        raise DataError(f"{where} records no aspect data; pass --dataset")
+    if dataset is not None:
+        recipe = SplitRecipe(dataset=dataset, seed=recipe.seed if recipe else 42)
+    return split_texts(Path(recipe.dataset), [Aspect(name, ()) for name in names], recipe.text_column,
+                       recipe.seed), recipe

@@ -198,22 +198,18 @@ def model_labels(folder: Path) -> list[str]:
 def evaluate_heads(scorer: Scorer, dataset: str | None = None, split: str = "test") -> AspectEvalRecord:
     """A model with aspect heads scored on one split of its aspect data (cut as in training) or of `dataset`:
     4-way accuracy, macro-F1 and mention F1 over the labelled pairs, overall and per aspect."""
-    from senti.core.aspects import Aspect
-    from senti.toolkit.data.aspect_units import gold_matrix, split_texts
-    from senti.toolkit.evaluation.metrics import grouped, pair_figures
+    from senti.export.parity import answers
+    from senti.toolkit.data.aspect_units import gold_matrix, recorded_aspect_splits
+    from senti.toolkit.evaluation.metrics import pair_figures
 
     assert scorer.heads is not None
-    source = dataset or (scorer.recipe.dataset if scorer.recipe else None)
-    if source is None:
-        raise SentiError(f"{scorer.folder} does not record what it was trained on; pass --dataset")
-    recipe = scorer.recipe
-    parts = split_texts(Path(source), [Aspect(name, ()) for name in scorer.heads],
-                        recipe.text_column if recipe else None, recipe.seed if recipe else 42)
+    parts, recipe = recorded_aspect_splits(scorer.recipe, scorer.heads, dataset, scorer.folder)
+    source = recipe.dataset
     if split not in parts or not parts[split]:
         raise SentiError(f"{source}: the {split} split holds no text")
     texts = parts[split]
     gold = gold_matrix(texts, scorer.heads)
-    said = grouped(scorer.logits([t.text for t in texts])[0], len(scorer.heads)).argmax(-1)
+    said = answers(scorer.logits([t.text for t in texts])[0], len(scorer.heads))
     per_aspect = {name: PairFigures.from_json(pair_figures(gold[:, [j]], said[:, [j]]))
                   for j, name in enumerate(scorer.heads)}
     return AspectEvalRecord(model=str(scorer.folder.resolve()), backend=scorer.backend, dataset=source, split=split,

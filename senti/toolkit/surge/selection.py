@@ -205,18 +205,19 @@ class HeadScorer:
     sure is the one whose two likeliest answers are closest."""
 
     def __init__(self, score, labels: list[str], aspects: list[Aspect]):
-        from senti.core.aspects import HEAD_SEPARATOR
         from senti.serving.aspects import check_settings
 
         check_settings(labels, "sentence", 0.0, aspects)
-        self.score, self.aspects = score, aspects
-        self.columns = [[labels.index(f"{a.name}{HEAD_SEPARATOR}{p}") for p in ASPECT_POLARITIES] for a in aspects]
+        self.score, self.labels, self.aspects = score, labels, aspects
 
     def least_sure(self, texts: list[str]) -> list[tuple[str, np.ndarray]]:
         """(aspect name, its four answers' probabilities) per text."""
+        from senti.serving.aspects import head_shares
+
         out = []
         for row in self.score(texts):
-            shares = np.stack([row[cols] / row[cols].sum() for cols in self.columns])
+            probabilities = dict(zip(self.labels, row.tolist()))
+            shares = np.array([list(head_shares(probabilities, a.name).values()) for a in self.aspects])
             least = int(_margin(shares).argmin())
             out.append((self.aspects[least].name, shares[least]))
         return out

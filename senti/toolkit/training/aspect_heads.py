@@ -30,11 +30,11 @@ from senti.core.errors import DataError
 from senti.toolkit.data.aspect_units import UNLABELLED, AspectText, gold_matrix, split_texts
 from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import training_hashes
-from senti.toolkit.evaluation.metrics import grouped, pair_figures
+from senti.toolkit.evaluation.metrics import grouped, mean_log_loss, pair_figures
 from senti.toolkit.records import DataStats, TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
 from senti.toolkit.training.config import TrainConfig
-from senti.toolkit.training.models import build_model, default_lr, is_checkpoint, parent_meta, pretrained_folder
+from senti.toolkit.training.models import build_model, default_lr, parent_meta, pretrained_folder
 from senti.toolkit.training.run import ClassifierRun, Step, balanced_weights, resolve_precision
 
 CLASSES = len(ASPECT_POLARITIES)
@@ -64,12 +64,11 @@ class AspectRun(ClassifierRun[TrainConfig]):
         parent = parent_meta(config.model)
         max_len = self.settle_length(parent)
         paddle.seed(config.seed)
-        model, tokenizer, source = self.start_model(labels, [t.text for t in parts["train"]], max_len)
+        model, tokenizer, source = self.start_model(labels, [t.text for t in parts["train"]], max_len, parent)
         self.parent_first = parent is not None and parent.labels == labels  # heads continued on new labels
         self.model, self.tokenizer, self.labels = model, tokenizer, labels
         self.train_ids, train_cut = encode_texts(tokenizer, [t.text for t in parts["train"]], max_len)
         self.dev_ids, dev_cut = encode_texts(tokenizer, [t.text for t in parts["dev"]], max_len)
-        self.dev_y = np.zeros(len(self.dev_ids), dtype=np.int64)  # unused: the figures read dev_gold
         labelled = self.train_gold[self.train_gold != UNLABELLED]
         self.class_weight = paddle.to_tensor(balanced_weights(labelled, CLASSES)) if (
             config.class_weights == "balanced") else None
@@ -108,13 +107,13 @@ class AspectRun(ClassifierRun[TrainConfig]):
         if given:
             raise DataError(f"--aspects trains aspect heads; {', '.join(given)} belong to a sentence model")
 
-    def start_model(self, labels: list[str], train_texts: list[str], max_len: int):
-        """(model, tokenizer, source): the encoder of --model with a fresh head per aspect, no n-gram head (its
-        table answers one distribution per text)."""
+    def start_model(self, labels: list[str], train_texts: list[str], max_len: int, parent):
+        """(model, tokenizer, source): the encoder of --model (`parent` its metadata when it is a checkpoint) with a
+        fresh head per aspect, no n-gram head (its table answers one distribution per text)."""
         from senti.toolkit.training.models import classifier_class, weights_origin
 
         spec = Path(self.config.model).expanduser()
-        if spec.is_dir() and is_checkpoint(spec):  # a sentence model's encoder; its head and n-gram table stay
+        if parent is not None:  # a sentence model's encoder; its head and n-gram table stay
             model, tokenizer, report = pretrained_folder(spec, classifier_class(0), self.config.trust_pickle, labels)
             return model, tokenizer, ModelSource("checkpoint", path=str(spec.resolve()),
                                                  origin=weights_origin(str(spec)), loaded=report)
@@ -170,9 +169,7 @@ class AspectRun(ClassifierRun[TrainConfig]):
         logits = grouped(predict_logits(self.model, self.dev_ids), len(self.aspects))
         figures = pair_figures(self.dev_gold, logits.argmax(-1))
         keep = self.dev_gold != UNLABELLED
-        shifted = logits[keep] - logits[keep].max(-1, keepdims=True)
-        picked = shifted[np.arange(len(shifted)), self.dev_gold[keep]]
-        log_loss = float(np.mean(np.log(np.exp(shifted).sum(-1)) - picked)) if len(picked) else None
+        log_loss = mean_log_loss(logits[keep], self.dev_gold[keep]) if keep.any() else None
         return EvalPoint(epoch=epoch, step=step, dev_accuracy=figures["accuracy"], dev_macro_f1=figures["macro_f1"],
                          dev_log_loss=log_loss, seconds=round(time.perf_counter() - self.started, 1))
 

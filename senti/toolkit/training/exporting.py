@@ -21,7 +21,7 @@ def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list
     meta = read_meta(model_dir)  # a folder that is not a checkpoint fails here, before any data is read
     names = head_aspects(meta.labels)
     if names is not None:
-        return aspect_texts(meta.data, names, dataset, limit)
+        return aspect_texts(Path(model_dir), meta.data, names, dataset, limit)
     try:
         splits, recipe = recorded_splits(Path(model_dir), meta.data, dataset)
     except SentiError as err:
@@ -31,19 +31,14 @@ def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list
             [e.text for e in splits.train[:CALIBRATION_TEXTS]])
 
 
-def aspect_texts(recipe: SplitRecipe | None, names: list[str], dataset: str | None, limit: int
+def aspect_texts(model_dir: Path, recipe: SplitRecipe | None, names: list[str], dataset: str | None, limit: int
                  ) -> tuple[list[str], list, SplitRecipe, list[str]]:
     """`export_texts` for aspect heads: the dev texts with each one's "aspect/polarity" labels."""
-    from senti.core.aspects import HEAD_SEPARATOR, Aspect
+    from senti.core.aspects import HEAD_SEPARATOR
     from senti.export.pipeline import CALIBRATION_TEXTS
-    from senti.toolkit.data.aspect_units import split_texts
+    from senti.toolkit.data.aspect_units import recorded_aspect_splits
 
-    if recipe is None and dataset is None:
-        raise SentiError("parity texts: the checkpoint records no aspect data; pass --dataset")
-    recipe = SplitRecipe(dataset=dataset, seed=recipe.seed if recipe else 42) if dataset else recipe
-    assert recipe is not None
-    listed = [Aspect(name, ()) for name in names]
-    parts = split_texts(Path(recipe.dataset), listed, recipe.text_column, recipe.seed)
+    parts, recipe = recorded_aspect_splits(recipe, names, dataset, model_dir)
     dev = parts["dev"][:limit]
     gold = [[f"{name}{HEAD_SEPARATOR}{p}" for name, p in t.polarity.items() if name in names] for t in dev]
     return [t.text for t in dev], gold, recipe, [t.text for t in parts["train"][:CALIBRATION_TEXTS]]

@@ -30,7 +30,7 @@ from senti.core.errors import SentiError
 from senti.core.runtime import configure_runtime
 from senti.core.sequence import length_to_use
 from senti.toolkit.evaluation.evaluate import choose_ngram_weight, predict_logits
-from senti.toolkit.evaluation.metrics import classification_metrics
+from senti.toolkit.evaluation.metrics import classification_metrics, mean_log_loss
 from senti.toolkit.records import EpochRecord, Interrupted, Interval, ParentAgainstKept, PassedBaseline, TrainingMetrics
 from senti.toolkit.training.callbacks import (
     Callback,
@@ -593,8 +593,7 @@ class ClassifierRun(Run[Classifier]):
         else:
             extra, logits = {}, predict_logits(self.model, self.dev_ids)
         result = classification_metrics(self.dev_y, logits.argmax(1), self.labels)
-        shifted = logits - logits.max(1, keepdims=True)
-        log_loss = float(np.mean(np.log(np.exp(shifted).sum(1)) - shifted[np.arange(len(self.dev_y)), self.dev_y]))
+        log_loss = mean_log_loss(logits, self.dev_y)
         return EvalPoint(epoch=epoch, step=step, dev_accuracy=result["accuracy"], dev_macro_f1=result["macro_f1"],
                          dev_log_loss=log_loss, seconds=round(time.perf_counter() - self.started, 1), **extra)
 

@@ -37,7 +37,7 @@ class TrainRun(ClassifierRun[TrainConfig]):
                              fingerprint=data_fingerprint(config.dataset, config.text_column, config.label_column),
                              labels=parent.labels if parent else None)
         splits = load_recipe(recipe)
-        labels, replayed, lineage = continuation(config, splits)
+        labels, replayed, lineage = continuation(config, splits, parent)
         for note in lineage.replay_notes if lineage else []:
             say(note)
         train_rows = splits.train + replayed
@@ -247,13 +247,12 @@ def fit_baseline_figures(splits, train_rows, labels, seed: int, say) -> dict:
     return record
 
 
-def continuation(config: TrainConfig, splits) -> tuple[list[str], list, Lineage | None]:
-    """(label set, replayed rows, lineage). Continuing from a checkpoint keeps its labels (a label it does not
-    know is an error naming it) and records the parent; `--replay` mixes a seeded sample of old training rows
-    (`replay_ratio` x the new training rows) in, against forgetting."""
+def continuation(config: TrainConfig, splits, meta) -> tuple[list[str], list, Lineage | None]:
+    """(label set, replayed rows, lineage). Continuing from a checkpoint (`meta`, its metadata; None for any other
+    start) keeps its labels (a label it does not know is an error naming it) and records the parent; `--replay`
+    mixes a seeded sample of old training rows (`replay_ratio` x the new training rows) in, against forgetting."""
     import hashlib
 
-    meta = parent_meta(config.model)
     if meta is None:
         if config.replay:
             raise SentiError("--replay continues a checkpoint: --model must be a senti checkpoint folder")

@@ -39,6 +39,7 @@ def test_replay_keeps_the_label_set_records_lineage_and_refuses_new_labels(tiny_
 def test_replay_finds_the_parents_data_by_content_and_never_replays_its_held_out_rows(tmp_path, monkeypatch):
     from senti.toolkit.data.splits import load_recipe, load_splits
     from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.models import parent_meta
     from senti.toolkit.training.train import continuation
 
     monkeypatch.chdir(tmp_path)
@@ -54,7 +55,7 @@ def test_replay_finds_the_parents_data_by_content_and_never_replays_its_held_out
     def replay(data, ratio=1.0, dataset=new_data):
         config = TrainConfig(model=str(tmp_path / "parent"), dataset=str(dataset), output_dir="unused", seed=9,
                              replay=str(data), replay_ratio=ratio)
-        _, rows, lineage = continuation(config, load_splits(str(dataset), seed=9))
+        _, rows, lineage = continuation(config, load_splits(str(dataset), seed=9), parent_meta(config.model))
         assert lineage is not None  # a continued model has a lineage
         return rows, lineage.replay_notes
 
@@ -90,6 +91,7 @@ def test_replay_never_trains_on_the_parents_held_out_texts_after_its_file_grew(t
     from senti.toolkit.data.seen import read_hashes
     from senti.toolkit.data.splits import load_recipe, load_splits
     from senti.toolkit.training.config import TrainConfig
+    from senti.toolkit.training.models import parent_meta
     from senti.toolkit.training.train import continuation
 
     monkeypatch.chdir(tmp_path)
@@ -103,7 +105,7 @@ def test_replay_never_trains_on_the_parents_held_out_texts_after_its_file_grew(t
     new = write_rows(tmp_path / "new.tsv", synthetic_rows(320, seed=73))
     config = TrainConfig(model=str(tmp_path / "parent"), dataset=str(new), output_dir="unused", seed=9,
                          replay=str(two), replay_ratio=5)
-    _, rows, lineage = continuation(config, load_splits(str(new), seed=9))
+    _, rows, lineage = continuation(config, load_splits(str(new), seed=9), parent_meta(config.model))
     assert rows and not {e.text for e in rows} & held
     assert lineage is not None and any("the parent held them out" in n for n in lineage.replay_notes)
 
