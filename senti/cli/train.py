@@ -93,6 +93,9 @@ Aspects = Annotated[Optional[Path], typer.Option(
          "(ASAP's CSV layout or JSONL rows {\"text\", \"aspects\": {name: polarity}}).", exists=True, dir_okay=False)]
 FreezeEncoder = Annotated[bool, typer.Option(help="Train the classifier head and the n-gram side only; the encoder "
                                                   "keeps the weights it starts with.")]
+L2Sp = Annotated[float, typer.Option("--l2-sp", help="When --model is a checkpoint: add alpha/2 x the squared distance "
+                                                     "of every weight from the parent's to the loss (L2-SP); 0: off.",
+                                     min=0.0)]
 
 
 @app.command()
@@ -130,6 +133,7 @@ def train(
     unlabeled_confidence: UnlabeledConfidence = 0.9,
     interpolate: Interpolate = "few",
     freeze_encoder: FreezeEncoder = False,
+    l2_sp: L2Sp = 0.0,
     aspects: Aspects = None,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
@@ -152,7 +156,7 @@ def train(
             max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,
             seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, replay=replay,
             replay_ratio=replay_ratio, unlabeled=unlabeled, unlabeled_max=unlabeled_max,
-            unlabeled_confidence=unlabeled_confidence, interpolate=interpolate, freeze_encoder=freeze_encoder,
+            unlabeled_confidence=unlabeled_confidence, interpolate=interpolate, freeze_encoder=freeze_encoder, l2_sp=l2_sp,
             text_column=text_column, label_column=label_column, baseline=baseline, aspects=str(aspects) if aspects else None,
             ngram_buckets=DEFAULT_BUCKETS if ngram_buckets is None else ngram_buckets,
             class_weights=class_weights.value,

@@ -102,7 +102,7 @@ class AspectRun(ClassifierRun[TrainConfig]):
         config = self.config
         given = [flag for flag, on in (("--replay", config.replay), ("--unlabeled", config.unlabeled),
                                        ("--interpolate", config.interpolate not in ("off", "few")),
-                                       ("--label-column", config.label_column),
+                                       ("--label-column", config.label_column), ("--l2-sp", config.l2_sp),
                                        ("--ngram-init fit", config.ngram_init == "fit")) if on]
         if given:
             raise DataError(f"--aspects trains aspect heads; {', '.join(given)} belong to a sentence model")

@@ -159,11 +159,15 @@ class TrainConfig(ClassifierConfig):
     # The encoder held at its starting weights: only the classifier head and the n-gram side train (a few labels
     # move the whole encoder of a continued model; docs/results/far-domains.md measures it)
     freeze_encoder: bool = False
+    # Continuing a checkpoint: alpha of the penalty alpha/2 x ||w - w_parent||^2 over every weight (L2-SP: Li et al.,
+    # "Explicit inductive bias for transfer learning with convolutional networks", ICML 2018); 0 is off
+    l2_sp: float = 0.0
     # An aspect list: a head per aspect learned from the dataset's aspect labels (senti.toolkit.training.aspect_heads)
     aspects: str | None = None
 
     def checks(self):
         return super().checks() + [(0 < self.replay_ratio <= 100, "replay_ratio must be in (0, 100]"),
+                                   (0 <= self.l2_sp <= 1e6, "l2_sp must be in [0, 1000000]"),
                                    (0 <= self.unlabeled_max <= 1_000_000, "unlabeled_max must be in [0, 1000000]"),
                                    (0.5 <= self.unlabeled_confidence <= 1,
                                     "unlabeled_confidence must be in [0.5, 1]"),

@@ -25,6 +25,8 @@ class TrainRun(ClassifierRun[TrainConfig]):
     """`senti train`: the data (with replay), the model (a preset, a folder, a checkpoint or a hub name), one
     cross-entropy per side of the model."""
 
+    anchor: list | None = None  # `--l2-sp`: (weight, the parent's copy) pairs
+
     def prepare(self) -> None:
         """Data (with replay and the pool), model, encoded ids, hashes, the data said, then the records."""
         import paddle
@@ -54,6 +56,7 @@ class TrainRun(ClassifierRun[TrainConfig]):
             held = hold_encoder(model)
             say(f"--freeze-encoder: the encoder's {held:,} weights are held; the pooler, the head and the n-gram side "
                 "train")
+        self.anchor = self.parent_anchor(model)
         self.model, self.tokenizer, self.labels = model, tokenizer, labels
         self.old_dev = parent_dev(Path(config.model), recipe, tokenizer, labels, max_len) if self.parent_first else None
         self.train_hashes = training_hashes([e.text for e in learned], config.model)
@@ -65,6 +68,18 @@ class TrainRun(ClassifierRun[TrainConfig]):
         self.open_metrics(splits, train_rows, source, DataStats.from_json(data))
         self.meta = checkpoint_meta("senti train", labels, max_len, tokenizer, source,
                                     self.metrics.versions, recipe, lineage)
+
+    def parent_anchor(self, model) -> list | None:
+        """`--l2-sp`: (weight, the parent's copy of it) for every trained weight, or None when off."""
+        alpha = self.config.l2_sp
+        if not alpha:
+            return None
+        if not self.parent_first:
+            raise SentiError("--l2-sp pulls a continued model toward its parent: --model must be a senti checkpoint")
+        pairs = [(p, p.detach().clone()) for p in model.parameters() if not p.stop_gradient]
+        self.say(f"--l2-sp {alpha:g}: {alpha:g}/2 x the squared distance of {sum(int(p.size) for p, _ in pairs):,} "
+                 "weights from the parent's is added to the loss")
+        return pairs
 
     def blend_setting(self, source: ModelSource, dev_texts: int) -> str:
         """`--interpolate` for this run (toolkit.training.blend.for_parent), said when the default chose a blend."""
@@ -178,6 +193,8 @@ class TrainRun(ClassifierRun[TrainConfig]):
         gold = paddle.to_tensor(self.train_y[index])
         losses = {suffix: F.cross_entropy(logits.astype("float32"), gold, weight=self.class_weight)
                   for suffix, logits in self.sides(input_ids, token_type_ids).items()}
+        if self.anchor:
+            losses["_l2_sp"] = self.config.l2_sp / 2 * paddle.add_n([((p - start) ** 2).sum() for p, start in self.anchor])
         if len(losses) == 1:
             return Step(losses[""], None, self.tokens(index))
         return Step(sum(losses.values()), {"ernie" if not s else s.strip("_"): float(v) for s, v in losses.items()},

@@ -192,6 +192,28 @@ def test_freeze_encoder_trains_the_head_and_holds_every_encoder_weight(tiny_chec
     assert not (before["classifier.weight"] == after["classifier.weight"]).all()
 
 
+def test_l2_sp_holds_a_continued_model_near_its_parent_and_needs_a_parent(tiny_checkpoint, tmp_path):
+    """--l2-sp: the same continuation moves every weight less from the parent's with the penalty than without; the
+    loss records its term; a start that is not a checkpoint is refused in one line."""
+    from safetensors.numpy import load_file
+
+    ckpt, _ = tiny_checkpoint
+    shop = {"positive": ["新鲜水灵", "甜度很高", "个头大"], "negative": ["烂了一半", "发霉", "酸涩"]}  # words it never saw
+    new = write_folder(tmp_path / "new", synthetic_rows(120, shop, seed=83), synthetic_rows(32, shop, seed=84))
+    parent = load_file(str(ckpt / layout.PADDLENLP_SAFE_WEIGHTS))
+    moved = {}
+    for alpha in (0.0, 100.0):
+        out = tmp_path / f"child-{alpha:g}"
+        metrics = train_tiny(out, new, model=str(ckpt), epochs=2, l2_sp=alpha, interpolate="off")
+        assert not metrics["kept_parent"]
+        child = load_file(str(out / layout.PADDLENLP_SAFE_WEIGHTS))
+        moved[alpha] = sum(float(((child[n] - parent[n]) ** 2).sum()) for n in parent if n.startswith("ernie."))
+        assert ("l2_sp" in metrics["step_terms"][0]) == bool(alpha)
+    assert moved[100.0] < 0.5 * moved[0.0]
+    with pytest.raises(SentiError, match="--l2-sp pulls a continued model toward its parent"):
+        train_tiny(tmp_path / "scratch", new, l2_sp=1.0)
+
+
 def test_a_surge_of_one_label_continues_its_parent_with_replay_and_is_refused_without(tiny_checkpoint, tmp_path):
     """A surge of complaints can be all one class: the parent knows both labels and the replay shows the other, so a
     new training split of one label (here 0 in ChnSentiCorp's layout, the parent's 'negative') continues it; without
