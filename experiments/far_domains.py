@@ -35,6 +35,12 @@ def _option(text: str) -> tuple[str, object]:
     return name, json.loads(value)
 
 
+def _arm(text: str) -> tuple[str, dict]:
+    """An arm: its name as given and its options, NAME=JSON pairs joined by ';' (`epochs=10;l2_sp=1`)."""
+    options = dict(_option(part) for part in text.split(";"))
+    return ";".join(f"{name}={value}" for name, value in options.items()), options
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
@@ -52,8 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--unlabeled-arm", action="store_true",
                         help="after each run, the same run again with the domain's training texts as --unlabeled "
                              "(self-training), recorded as the run's 'unlabeled' arm")
-    parser.add_argument("--arm", action="append", default=[], type=_option,
-                        help="NAME=JSON: after each run, the same run again with this option too (repeatable)")
+    parser.add_argument("--arm", action="append", default=[], type=_arm,
+                        help="NAME=JSON[;NAME=JSON...]: after each run, the same run again with these options too "
+                             "(repeatable)")
     parser.add_argument("--arms-only", action="store_true",
                         help="run only the --arm runs, not the defaults' (whose figures an earlier report holds)")
     parser.add_argument("--after", default="dev,test",
@@ -158,7 +165,7 @@ def main(argv=None) -> dict:
                     pool.write_text("\n".join(e.text for e in splits.train) + "\n", encoding="utf-8")
                     run["with_unlabeled"] = continued(unlabeled=str(pool))
                 if args.arm:
-                    run["arms"] = {f"{name}={value}": continued(**{name: value}) for name, value in args.arm}
+                    run["arms"] = {name: continued(**options) for name, options in args.arm}
                 entry["runs"].append(run)
                 print(json.dumps({"domain": domain, **run}), flush=True)
                 report["domains"][domain] = entry

@@ -2,10 +2,11 @@
 the child of the defaults and the child of each arm (`--unlabeled-arm`, `--arm NAME=VALUE`: each seed, the median
 and its difference to the parent), and the n-gram refit with the same labels; then the summary lines.
 
-    python -m experiments.few_labels_table runs/few32/report.json [--defaults runs/earlier/report.json]
+    python -m experiments.few_labels_table runs/few32/report.json [--defaults runs/earlier/report.json] [--split dev]
 
 With --defaults, the defaults' children come from an earlier report of the same domains, seeds and picks (a run made
-with --arms-only).
+with --arms-only). --split dev reads the domains' dev splits (where a report scored them: `--after dev,test`), the
+split an arm's setting is chosen on; test is the default.
 """
 
 from __future__ import annotations
@@ -35,18 +36,19 @@ def _arm(run: dict, name: str) -> dict | None:
     return run.get("with_unlabeled") if name == "--unlabeled" else run.get("arms", {}).get(name)
 
 
-def _cell(results: list[dict]) -> str:
-    """Each seed's test accuracy; * where the parent's weights were kept, b where a parent-child blend was."""
-    return ", ".join(f"{r['after']['test']:.3f}{'*' if r['kept_parent'] else ''}{'b' if r.get('kept_blend') else ''}"
+def _cell(results: list[dict], split: str) -> str:
+    """Each seed's accuracy on `split`; * where the parent's weights were kept, b where a parent-child blend was."""
+    return ", ".join(f"{r['after'][split]:.3f}{'*' if r['kept_parent'] else ''}{'b' if r.get('kept_blend') else ''}"
                      for r in results)
 
 
-def table(report: dict, defaults: dict | None = None) -> list[str]:
+def table(report: dict, defaults: dict | None = None, split: str = "test") -> list[str]:
     arms = _arms(report)
-    head = ["domain (test texts)", "parent", "child, seeds 1, 2, 3", "median - parent"]
+    with_child = defaults is not None or all("after" in r for e in report["domains"].values() for r in e["runs"])
+    head = [f"domain ({split} texts)", "parent"] + (["child, seeds 1, 2, 3", "median - parent"] if with_child else [])
     for name in arms:
         head += [f"{name}, seeds 1, 2, 3", "median - parent"]
-    head += ["refit, same labels (median)", "child - refit (medians)"]
+    head += ["refit, same labels (median)"] + (["child - refit (medians)"] if with_child else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     gains: dict[str, list[float]] = {name: [] for name in ["child", *arms]}
     worst: dict[str, list[float]] = {name: [] for name in ["child", *arms]}
@@ -54,23 +56,25 @@ def table(report: dict, defaults: dict | None = None) -> list[str]:
     child_vs_refit = []
     for domain, entry in report["domains"].items():
         runs = entry["runs"]
-        parent = entry["before"]["test"]
-        children = [r if "after" in r else _same_run(defaults, domain, r) for r in runs]
-        refit = statistics.median(r["baseline_refit"]["test"] for r in runs)
-        row = [f"{domain} ({entry['texts']['test']:,})", f"{parent:.3f}"]
-        columns: list[tuple[str, list[dict | None]]] = [("child", list(children))]
+        parent = entry["before"][split]
+        children = [r if "after" in r else _same_run(defaults, domain, r) for r in runs] if with_child else []
+        refit = statistics.median(r["baseline_refit"][split] for r in runs)
+        row = [f"{domain} ({entry['texts'][split]:,})", f"{parent:.3f}"]
+        columns: list[tuple[str, list[dict | None]]] = [("child", list(children))] if with_child else []
         columns += [(a, [_arm(r, a) for r in runs]) for a in arms]
         for name, found in columns:
             results = [r for r in found if r is not None]
-            tests = [r["after"]["test"] for r in results]
-            row += [_cell(results), _points(statistics.median(tests) - parent) if tests else "-"]
+            tests = [r["after"][split] for r in results]
+            row += [_cell(results, split), _points(statistics.median(tests) - parent) if tests else "-"]
             if tests:
                 gains[name].append(statistics.median(tests) - parent)
                 worst[name].append(min(tests) - parent)
                 above_refit[name] += statistics.median(tests) > refit
-        child_median = statistics.median(r["after"]["test"] for r in children)
-        child_vs_refit.append(child_median - refit)
-        lines.append("| " + " | ".join([*row, f"{refit:.3f}", _points(child_vs_refit[-1])]) + " |")
+        versus = []
+        if with_child:
+            child_vs_refit.append(statistics.median(r["after"][split] for r in children) - refit)
+            versus = [_points(child_vs_refit[-1])]
+        lines.append("| " + " | ".join([*row, f"{refit:.3f}", *versus]) + " |")
     lines += ["", "(* the parent's weights were kept; b a parent-child blend was.)", ""]
     for name in ["child", *arms]:
         if gains[name]:
@@ -95,10 +99,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", type=Path)
     parser.add_argument("--defaults", type=Path, default=None)
+    parser.add_argument("--split", choices=("dev", "test"), default="test")
     args = parser.parse_args()
     report = json.loads(args.report.read_text(encoding="utf-8"))
     defaults = json.loads(args.defaults.read_text(encoding="utf-8")) if args.defaults else None
-    print("\n".join(table(report, defaults)))
+    print("\n".join(table(report, defaults, args.split)))
 
 
 if __name__ == "__main__":
