@@ -1,8 +1,11 @@
 // The page's scoring: the export's files fetched from this origin (?model=FOLDER/, default model/), the model run by
-// onnxruntime-web in WebAssembly, the tokenization and the parity check of senti.serving (../node/scorer.mjs).
+// onnxruntime-web in WebAssembly, the tokenization and the parity check of senti.serving (../node/scorer.mjs). An
+// export with aspect heads (`senti train --aspects`) answers per aspect, as senti.serving's aspects do
+// (../node/aspects.mjs).
 import * as ort from "./node_modules/onnxruntime-web/dist/ort.wasm.min.mjs";
 import { Tokenizer } from "./node_modules/@huggingface/tokenizers/dist/tokenizers.min.mjs";
 import { Scorer } from "../node/scorer.mjs";
+import { answerAspects, headAspects } from "../node/aspects.mjs";
 
 const FORMAT = "onnx";
 const folder = new URLSearchParams(location.search).get("model") || "model/";
@@ -35,6 +38,18 @@ function cell(content) {
   return td;
 }
 
+function showAspects(answers) {
+  // one row per aspect head: its answer and P(positive) among its four outputs
+  const mentioned = Object.values(answers).filter((a) => a.polarity !== "not_mentioned").length;
+  document.getElementById("label").textContent = `${mentioned} of ${Object.keys(answers).length} aspects mentioned`;
+  document.getElementById("probabilities").replaceChildren(...Object.entries(answers).map(([name, answer]) => {
+    const row = document.createElement("tr");
+    row.className = answer.polarity;
+    row.append(cell(name), cell(answer.polarity), cell(answer.score === null ? "-" : answer.score.toFixed(4)));
+    return row;
+  }));
+}
+
 function show(prediction) {
   document.getElementById("label").textContent = prediction.label;
   document.getElementById("probabilities").replaceChildren(...Object.entries(prediction.probabilities).map(([label, p]) => {
@@ -51,9 +66,16 @@ try {
   const scorer = await load();
   window.senti = scorer; // for scripts and tests: window.senti.predict(texts)
   status.textContent = `model loaded (${FORMAT}, labels ${scorer.labels.join(", ")}); parity sample reproduced`;
+  // the heads' own names stand in for an aspect list: the page has no keywords, so it gives no evidence
+  const heads = headAspects(scorer.labels)?.map((name) => ({ name, label: "", keywords: [] }));
+  if (heads) status.textContent += `; ${heads.length} aspect heads`;
   const button = document.getElementById("score");
   button.disabled = false;
-  button.addEventListener("click", async () => show((await scorer.predict([document.getElementById("text").value]))[0]));
+  button.addEventListener("click", async () => {
+    const text = document.getElementById("text").value;
+    if (heads) showAspects((await answerAspects(scorer, [text], heads))[0]);
+    else show((await scorer.predict([text]))[0]);
+  });
 } catch (err) {
   status.textContent = `error: ${err.message}`;
 }
