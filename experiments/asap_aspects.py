@@ -3,6 +3,9 @@
     python -m experiments.asap_aspects --data asap-sample/ --model EXPORT [--model EXPORT ...] [--split dev]
     python -m experiments.asap_aspects --data asap-sample/ --learned-mentions      (mention F1 only, no model)
     python -m experiments.asap_aspects --data asap-sample/ --similar-mentions e5-small/   (mention F1 only)
+    python -m experiments.asap_aspects --data asap-sample/ --learning-curve 25,50,100 [--extra-train test_sample.csv]
+        (the learned mention classifier's dev mention F1 as its training reviews grow: seeded subsets of train.csv,
+        then train.csv plus --extra-train, more reviews in ASAP's layout such as its public test sample)
 
 Methods: `rules`, a keyword in the review means mentioned and the star rating gives the polarity (4-5 positive,
 3 neutral, 1-2 negative); `senti`, `senti.serving.aspects.answer_aspects` with each model, by sentence and by clause,
@@ -86,6 +89,22 @@ def learned_mentions(train, test, aspects, thresholds=(0.3, 0.5, 0.7)) -> dict:
     return {name: float(f1_score(gold, said)) for name, said in found.items()}
 
 
+def learning_curve(train, extra, test, aspects, sizes: list[int], seeds=(0, 1, 2)) -> dict:
+    """The mention classifier alone and OR the keywords (threshold 0.5) on `test`, learned from seeded subsets of
+    `train` of each size (median of the seeds), then from `train` + `extra` when given."""
+    import random
+    import statistics
+
+    curve = {}
+    for size in sizes:
+        runs = [learned_mentions(random.Random(seed).sample(train, min(size, len(train))), test, aspects, (0.5,))
+                for seed in seeds] if size < len(train) else [learned_mentions(train, test, aspects, (0.5,))]
+        curve[size] = {name: statistics.median(r[name] for r in runs) for name in runs[0]}
+    if extra:
+        curve[len(train) + len(extra)] = learned_mentions(train + extra, test, aspects, (0.5,))
+    return curve
+
+
 def sentence_embeddings(folder: Path, texts: list[str], prefix: str) -> np.ndarray:
     """Mean-pooled last hidden states, unit length, of a pretrained encoder folder (a Hugging Face one is converted
     as `senti train` converts it), each text read as `prefix + text` (e5's "query: " and "passage: ")."""
@@ -152,6 +171,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--output", default=None)
     parser.add_argument("--learned-mentions", action="store_true")
     parser.add_argument("--similar-mentions", default=None, help="a pretrained encoder folder (e5-small)")
+    parser.add_argument("--learning-curve", default=None, help="training review counts, comma-separated")
+    parser.add_argument("--extra-train", default=None, help="more labelled reviews in ASAP's layout")
     args = parser.parse_args(argv)
     from senti.core.aspects import head_aspects, read_aspects
     from senti.core.runtime import configure_runtime
@@ -163,6 +184,13 @@ def main(argv=None) -> dict:
     aspects = read_aspects(data / "aspects.json")
     names = [a.name for a in aspects]
     train, test = read_asap(data / "train.csv", names), read_asap(data / f"{args.split}.csv", names)
+    if args.learning_curve:
+        extra = read_asap(Path(args.extra_train), names) if args.extra_train else []
+        curve = learning_curve(train, extra, test, aspects, [int(n) for n in args.learning_curve.split(",")])
+        print("| training reviews | " + " | ".join(next(iter(curve.values()))) + " |")
+        for size, found in curve.items():
+            print(f"| {size} | " + " | ".join(f"{f1:.3f}" for f1 in found.values()) + " |")
+        return curve
     if args.learned_mentions or args.similar_mentions:
         found = (similar_mentions(train, test, aspects, Path(args.similar_mentions)) if args.similar_mentions
                  else learned_mentions(train, test, aspects))
