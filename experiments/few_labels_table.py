@@ -53,7 +53,6 @@ def table(report: dict, defaults: dict | None = None, split: str = "test") -> li
     gains: dict[str, list[float]] = {name: [] for name in ["child", *arms]}
     worst: dict[str, list[float]] = {name: [] for name in ["child", *arms]}
     above_refit: dict[str, int] = {name: 0 for name in ["child", *arms]}
-    child_vs_refit = []
     for domain, entry in report["domains"].items():
         runs = entry["runs"]
         parent = entry["before"][split]
@@ -64,16 +63,13 @@ def table(report: dict, defaults: dict | None = None, split: str = "test") -> li
         columns += [(a, [_arm(r, a) for r in runs]) for a in arms]
         for name, found in columns:
             results = [r for r in found if r is not None]
-            tests = [r["after"][split] for r in results]
-            row += [_cell(results, split), _points(statistics.median(tests) - parent) if tests else "-"]
-            if tests:
-                gains[name].append(statistics.median(tests) - parent)
-                worst[name].append(min(tests) - parent)
-                above_refit[name] += statistics.median(tests) > refit
-        versus = []
-        if with_child:
-            child_vs_refit.append(statistics.median(r["after"][split] for r in children) - refit)
-            versus = [_points(child_vs_refit[-1])]
+            figures = [r["after"][split] for r in results]
+            row += [_cell(results, split), _points(statistics.median(figures) - parent) if figures else "-"]
+            if figures:
+                gains[name].append(statistics.median(figures) - parent)
+                worst[name].append(min(figures) - parent)
+                above_refit[name] += statistics.median(figures) > refit
+        versus = [_points(statistics.median(r["after"][split] for r in children) - refit)] if with_child else []
         lines.append("| " + " | ".join([*row, f"{refit:.3f}", *versus]) + " |")
     lines += ["", "(* the parent's weights were kept; b a parent-child blend was.)", ""]
     for name in ["child", *arms]:
