@@ -76,8 +76,9 @@ LogitAdjustmentOption = Annotated[LogitAdjustment, typer.Option(
     help="dev: shift the scores by -tau x log(class share), tau chosen on dev by macro-F1 (rare classes are "
          "answered more often); auto: dev when there are more than two labels; needs the n-gram head.")]
 NgramInitOption = Annotated[NgramInit, typer.Option(
-    help="fit: scikit-learn fits the n-gram head first (seconds, C chosen on dev) and holds it while ERNIE "
-         "trains: the model starts at the n-gram baseline's level; learn: the head trains from zero.")]
+    help="fit: scikit-learn fits the n-gram head first (seconds) and holds it while ERNIE trains: a new model "
+         "starts at the n-gram baseline's level; a checkpoint's is fitted again on --replay's rows, the new ones and "
+         "the --unlabeled pool as the parent answers it. learn: the head trains from zero.")]
 Unlabeled = Annotated[Optional[str], typer.Option(
     help="The new domain's unlabelled texts (as senti select reads them) when --model is a checkpoint: its confident "
          "answers train beside the labels (self-training).")]

@@ -147,6 +147,15 @@ def best_weight(deep: np.ndarray, wide: np.ndarray, gold: np.ndarray) -> tuple[f
     return -weight, accuracy
 
 
+def likeliest_weight(deep: np.ndarray, wide: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
+    """(weight, log-loss): the WEIGHT_GRID value whose combination of the two sides' logits has the lowest mean
+    log-loss on `gold` (the smallest such weight on ties)."""
+    scored = [(float(-log_softmax(combine_numpy(deep, wide, w))[np.arange(len(gold)), gold].mean()), w)
+              for w in WEIGHT_GRID]
+    loss, weight = min(scored)
+    return weight, loss
+
+
 def ngram_features(encoded, vocab_size: int, buckets: int):
     """The n-gram side's input as a sparse matrix [texts, buckets]: each text's n-gram keys exactly as `ngram_keys`
     computes them (padding never enters: `encoded` holds unpadded ids), counted and divided by sqrt(how many), so

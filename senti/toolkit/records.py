@@ -96,11 +96,17 @@ class ParentAgainstKept(Record):
 
 @dataclass
 class NgramFit(Record):
-    """`--ngram-init fit`: the n-gram table fitted by logistic regression before ERNIE trains."""
+    """`--ngram-init fit`: the n-gram table fitted by logistic regression before ERNIE trains (a continued
+    checkpoint's on the old data's rows, the new ones and the pool as the parent answered it)."""
 
     C: float
-    dev_accuracy: float
     seconds: float
+    dev_accuracy: float | None = None  # a new model's fitted side alone on dev
+    rows: int | None = None
+    buckets_changed: int | None = None
+    old_rows: int | None = None
+    new_rows: int | None = None
+    pool_rows: int | None = None
 
 
 @dataclass

@@ -278,16 +278,18 @@ def evaluate_domains(scorer: Scorer, datasets: list[str], split: str = "test", b
 
 
 def choose_ngram_weight(model, dev_ids, dev_y, train_counts: np.ndarray | None = None,
-                        held: float | None = None) -> tuple[dict, np.ndarray]:
+                        held: float | None = None, by_log_loss: bool = False) -> tuple[dict, np.ndarray]:
     """Set the n-gram side's weight to the one most accurate on dev (core.ngram_head.WEIGHT_GRID), or to `held`
-    when given (a dev set too small to choose it, and a parent that chose it on more), and, given the
+    when given (a dev set too small to choose it, and a parent that chose it on more), or, `by_log_loss`, to the one
+    with the lowest dev log-loss (a few dozen dev texts tie on accuracy), and, given the
     training rows per class, the logit adjustment with the best dev macro-F1 (core.ngram_head.TAU_GRID); returns
     the record's fields (the weight, tau, each side's dev accuracy alone) and the model's dev scores as it now
     answers, from the same one pass over dev."""
-    from senti.core.ngram_head import adjustment_offsets, best_tau, best_weight, combine_numpy
+    from senti.core.ngram_head import adjustment_offsets, best_tau, best_weight, combine_numpy, likeliest_weight
 
     deep, wide = predict_logits(model, dev_ids, parts=True)
-    weight = best_weight(deep, wide, dev_y)[0] if held is None else held
+    chosen = likeliest_weight if by_log_loss else best_weight
+    weight = chosen(deep, wide, dev_y)[0] if held is None else held
     model.config.ngram_weight = weight
     fields = {"ngram_weight": weight, "dev_accuracy_ernie": float((deep.argmax(1) == dev_y).mean()),
               "dev_accuracy_ngram": float((wide.argmax(1) == dev_y).mean())}

@@ -413,6 +413,7 @@ class ClassifierRun(Run[Classifier]):
     parent_first: bool = False
     old_dev: tuple[list, np.ndarray] | None = None
     held_ngram_weight: float | None = None  # the parent's n-gram weight, kept when the new dev is too small to choose
+    weight_by_log_loss = False  # the n-gram weight chosen by dev log-loss, not accuracy (a refitted table, small dev)
     # `--interpolate` (toolkit.training.blend): off, auto or the child's share of the parent-child blend tried at
     # the end, and the two sets of weights blends are made from
     interpolate: str = "off"
@@ -589,7 +590,7 @@ class ClassifierRun(Run[Classifier]):
         """The dev record: accuracy and macro-F1, and with the n-gram head its dev-chosen weight and each side alone."""
         if self.two_sided:  # one pass over dev gives both sides; the answer at the chosen weight follows from them
             extra, logits = choose_ngram_weight(self.model, self.dev_ids, self.dev_y, self.adjust_counts,
-                                                self.held_ngram_weight)
+                                                self.held_ngram_weight, self.weight_by_log_loss)
         else:
             extra, logits = {}, predict_logits(self.model, self.dev_ids)
         result = classification_metrics(self.dev_y, logits.argmax(1), self.labels)

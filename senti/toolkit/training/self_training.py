@@ -28,15 +28,17 @@ def confident_rows(probs: np.ndarray, confidence: float, most: int) -> list[int]
 
 
 def pseudo_labelled(model, tokenizer, texts: list[str], labels: list[str], max_len: int, confidence: float,
-                    most: int) -> tuple[list[Example], dict]:
-    """(rows labelled by `model`'s answers, what was kept): the texts scored once as the model answers them."""
+                    most: int) -> tuple[list[Example], dict, list[Example]]:
+    """(rows labelled by `model`'s answers, what was kept, every text as the model answered it): the texts scored once
+    as the model answers them."""
     from senti.toolkit.data.batching import encode_texts
     from senti.toolkit.evaluation.evaluate import predict_logits
 
-    if not texts or most == 0:
-        return [], {"scored": len(texts), "kept": 0}
+    if not texts:
+        return [], {"scored": 0, "kept": 0}, []
     probs = softmax(predict_logits(model, encode_texts(tokenizer, texts, max_len)[0]))
-    kept = confident_rows(probs, confidence, most)
-    rows = [Example(texts[i], labels[int(probs[i].argmax())], f"unlabeled:{i + 1}") for i in kept]
+    answered = [Example(text, labels[int(p.argmax())], f"unlabeled:{i + 1}") for i, (text, p) in
+                enumerate(zip(texts, probs))]
+    rows = [answered[i] for i in confident_rows(probs, confidence, most)] if most else []
     per_label = {lab: sum(r.label == lab for r in rows) for lab in labels}
-    return rows, {"scored": len(texts), "kept": len(rows), "confidence": confidence, "per_label": per_label}
+    return rows, {"scored": len(texts), "kept": len(rows), "confidence": confidence, "per_label": per_label}, answered

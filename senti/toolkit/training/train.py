@@ -26,6 +26,8 @@ class TrainRun(ClassifierRun[TrainConfig]):
     cross-entropy per side of the model."""
 
     anchor: list | None = None  # `--l2-sp`: (weight, the parent's copy) pairs
+    pool_answers: tuple | list = ()  # `--unlabeled`: every pool text scored, as the parent answered it
+    refit_table: np.ndarray | None = None  # `--ngram-init fit` on a checkpoint: the table set after the parent's record
 
     def prepare(self) -> None:
         """Data (with replay and the pool), model, encoded ids, hashes, the data said, then the records."""
@@ -52,6 +54,8 @@ class TrainRun(ClassifierRun[TrainConfig]):
         learned = train_rows + pseudo
         train_cut, dev_cut = self.encode(tokenizer, learned, splits.dev, labels, max_len)
         self.ngram_side(model, source, labels)
+        if config.ngram_init == "fit" and self.parent_first:
+            self.refit_table = self.refit_ngram_table(model, tokenizer, splits, parent, max_len)
         if config.freeze_encoder:
             held = hold_encoder(model)
             say(f"--freeze-encoder: the encoder's {held:,} weights are held; the pooler, the head and the n-gram side "
@@ -68,6 +72,18 @@ class TrainRun(ClassifierRun[TrainConfig]):
         self.open_metrics(splits, train_rows, source, DataStats.from_json(data))
         self.meta = checkpoint_meta("senti train", labels, max_len, tokenizer, source,
                                     self.metrics.versions, recipe, lineage)
+
+    def open_records(self) -> None:
+        """The records opened (the parent scored as it is first); then a refitted n-gram table replaces the parent's,
+        its weight chosen on dev again (by log-loss on a small dev: the parent's weight was chosen for its own
+        table)."""
+        super().open_records()
+        if self.refit_table is not None:
+            from senti.toolkit.training.ngram_fit import hold_table
+
+            hold_table(self.model, self.refit_table)
+            self.held_ngram_weight = None
+            self.weight_by_log_loss = len(self.dev_ids) < SMALL_DEV
 
     def parent_anchor(self, model) -> list | None:
         """`--l2-sp`: (weight, the parent's copy of it) for every trained weight, or None when off."""
@@ -148,14 +164,18 @@ class TrainRun(ClassifierRun[TrainConfig]):
         (`--ngram-init fit`), the training counts the logit adjustment is chosen with."""
         config, say = self.config, self.say
         if self.parent_first and hasattr(model, "ngram_table") and len(self.dev_ids) < SMALL_DEV:
-            self.held_ngram_weight = float(model.config.ngram_weight)
-            say(f"the parent's n-gram weight {self.held_ngram_weight:g} is kept: {len(self.dev_ids)} dev texts are "
-                f"too few to choose it again (under {SMALL_DEV})")
+            self.held_ngram_weight = float(model.config.ngram_weight)  # the parent is scored at its own weight
+            if config.ngram_init == "fit":
+                say(f"the refitted n-gram side's weight is chosen by dev log-loss: {len(self.dev_ids)} dev texts "
+                    f"are too few to choose it by accuracy (under {SMALL_DEV})")
+            else:
+                say(f"the parent's n-gram weight {self.held_ngram_weight:g} is kept: {len(self.dev_ids)} dev texts "
+                    f"are too few to choose it again (under {SMALL_DEV})")
         self.ngram_fit = None
-        if config.ngram_init == "fit":
-            if not hasattr(model, "ngram_table") or source.source == "checkpoint":
-                raise SentiError("--ngram-init fit fits the n-gram head of a new model: give a preset or a pretrained "
-                                 "folder with --ngram-buckets > 0 (a checkpoint keeps the table it learned)")
+        if config.ngram_init == "fit" and not self.parent_first:
+            if not hasattr(model, "ngram_table"):
+                raise SentiError("--ngram-init fit fits the n-gram head of a model: give a preset or a pretrained "
+                                 "folder with --ngram-buckets > 0")
             from senti.toolkit.training.ngram_fit import fit_ngram_table
 
             self.ngram_fit = fit_ngram_table(model, self.train_ids, self.train_y, self.dev_ids, self.dev_y, say)
@@ -179,11 +199,34 @@ class TrainRun(ClassifierRun[TrainConfig]):
         known = {e.text.strip() for e in splits.train + splits.dev + splits.test}
         texts, read = unlabeled_texts(config.unlabeled, SCORED_PER_KEPT * config.unlabeled_max, known, config.seed,
                                       flag="--unlabeled")
-        rows, kept = pseudo_labelled(model, tokenizer, texts, labels, max_len, config.unlabeled_confidence,
-                                     config.unlabeled_max)
+        rows, kept, self.pool_answers = pseudo_labelled(model, tokenizer, texts, labels, max_len,
+                                                        config.unlabeled_confidence, config.unlabeled_max)
         self.say(f"--unlabeled {config.unlabeled}: {kept['kept']} of {len(texts)} texts scored by the parent kept "
                  f"at confidence >= {config.unlabeled_confidence:g} ({read['read']} read)")
         return rows, {**read, **kept}
+
+    def refit_ngram_table(self, model, tokenizer, splits, parent, max_len: int) -> np.ndarray:
+        """`--ngram-init fit` on a checkpoint: the parent's table plus a change fitted on the old data's training
+        rows, the new ones and the pool as the parent answered it (toolkit.training.ngram_fit); set once the parent
+        has been scored as it is (`open_records`)."""
+        from senti.toolkit.training.ngram_fit import changed_table, refit_rows
+
+        config = self.config
+        if not hasattr(model, "ngram_table"):
+            raise SentiError(f"--ngram-init fit refits the n-gram head: {config.model} has none")
+        if not config.replay:
+            raise SentiError("--ngram-init fit on a checkpoint refits its n-gram head on the old data too: give "
+                             "--replay OLD_DATA")
+        old, _ = old_training_rows(config, parent.data, parent.labels, as_trained=True)
+        rows, counts = refit_rows(old, splits.train, self.pool_answers)
+        label_id = {lab: i for i, lab in enumerate(parent.labels)}
+        ids = encode_texts(tokenizer, [e.text for e in rows], max_len)[0]
+        table, record = changed_table(model, ids, np.array([label_id[e.label] for e in rows]))
+        self.ngram_fit = {**record, **{f"{k}_rows": v for k, v in counts.items()}}
+        self.say(f"n-gram side: the parent's table plus a change fitted on {counts['old']} rows of {config.replay}, "
+                 f"{counts['new']} new and {counts['pool']} pool texts as the parent answers them (C={record['C']:g}, "
+                 f"{record['seconds']:.0f} s); it replaces the parent's once the parent is scored, and is held")
+        return table
 
     def loss(self, index) -> Step:
         import paddle
@@ -299,11 +342,28 @@ def continuation(config: TrainConfig, splits, meta) -> tuple[list[str], list, Li
 
 
 def _replay_rows(config: TrainConfig, recipe, splits, labels) -> tuple[list, list[str]]:
-    """A seeded sample of the old data's training rows, and what the user should know about it. The parent's
-    data is recognised by its rows' fingerprint (whatever the path) and cut as it was; any other data has every
-    text of the parent's dev and test splits taken out, so no held-out row of the parent is trained on."""
+    """A seeded sample of the old data's training rows (`old_training_rows`), and what the user should know."""
     import random
 
+    pool, notes = old_training_rows(config, recipe, labels)
+    if data_fingerprint(str(config.replay)) == data_fingerprint(config.dataset, config.text_column, config.label_column):
+        notes.append(f"--replay {config.replay} is the new dataset itself: every replayed row is a second copy")
+    want = round(config.replay_ratio * len(splits.train))
+    if want == 0:
+        notes.append(f"--replay-ratio {config.replay_ratio:g} x {len(splits.train)} new training rows replays no row")
+    elif want > len(pool):
+        notes.append(f"--replay-ratio {config.replay_ratio:g} asks for {want} rows; the old training rows are "
+                     f"{len(pool)}, all replayed")
+    return random.Random(config.seed).sample(pool, min(want, len(pool))), notes
+
+
+def old_training_rows(config: TrainConfig, recipe, labels, as_trained: bool = False) -> tuple[list, list[str]]:
+    """`--replay`'s training rows that may be learned from, and what the user should know about them. The parent's
+    data is recognised by its rows' fingerprint (whatever the path) and cut as it was; any other data has every
+    text of the parent's dev and test splits taken out, so no held-out row of the parent is trained on. With
+    `as_trained`, the parent's own data gives its training split whole, as the parent learned it: a training text
+    that is also a dev text (ChnSentiCorp has 338 of 1,200) was learned by the parent, and a model fitted without
+    it reads the parent's dev lower for that alone."""
     replay = config.replay
     assert replay is not None  # called for --replay only
     fingerprint = data_fingerprint(replay)
@@ -329,22 +389,15 @@ def _replay_rows(config: TrainConfig, recipe, splits, labels) -> tuple[list, lis
                 notes.append(f"--replay {config.replay}: {len(old.train) - len(pool)} rows left out, they are in the "
                              "parent's dev or test split")
     parent_heldout = read_hashes(Path(config.model).expanduser(), layout.HELDOUT_TEXT_HASHES)
-    if parent_heldout is not None:  # by content: whatever the file looks like now (rows added change the cut)
+    # by content: whatever the file looks like now (rows added change the cut)
+    if parent_heldout is not None and not (same and as_trained):
         held_out = np.isin(hashes_of([e.text for e in pool]), parent_heldout)
         kept = [e for e, out in zip(pool, held_out) if not out]
         if len(kept) < len(pool):
             notes.append(f"--replay {config.replay}: {len(pool) - len(kept)} rows left out, the parent held them out "
                          "(dev or test)")
         pool = kept
-    if fingerprint == data_fingerprint(config.dataset, config.text_column, config.label_column):
-        notes.append(f"--replay {config.replay} is the new dataset itself: every replayed row is a second copy")
-    want = round(config.replay_ratio * len(splits.train))
-    if want == 0:
-        notes.append(f"--replay-ratio {config.replay_ratio:g} x {len(splits.train)} new training rows replays no row")
-    elif want > len(pool):
-        notes.append(f"--replay-ratio {config.replay_ratio:g} asks for {want} rows; the old training rows are "
-                     f"{len(pool)}, all replayed")
-    return random.Random(config.seed).sample(pool, min(want, len(pool))), notes
+    return pool, notes
 
 
 def _repeats_note(removed: dict[str, int]) -> str:
