@@ -176,5 +176,5 @@ def test_a_fitted_ngram_side_starts_at_the_linear_models_level_and_is_held(tmp_p
     assert metrics["best"]["dev_accuracy"] >= fitted["dev_accuracy"]
     model, _, _ = load_checkpoint(tmp_path / "c")
     assert float(paddle.abs(model.ngram_table.weight).sum()) > 0  # not the zero start
-    with pytest.raises(Exception, match="fits the n-gram head of a new model"):
+    with pytest.raises(Exception, match="refits its n-gram head on the old data too"):
         train_tiny(tmp_path / "e", data, model=str(tmp_path / "c"), ngram_init="fit", max_steps=1)
