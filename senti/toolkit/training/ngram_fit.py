@@ -83,11 +83,9 @@ def changed_table(model, train_ids, train_y: np.ndarray, c: float = CHANGE_C) ->
 
 def refit_rows(old: list, new: list, pool: Sequence) -> tuple[list, dict[str, int]]:
     """The rows a continued model's table is fitted on: the old data's training rows, the new labelled rows and
-    the pool's texts as the parent labelled them (each text once: a labelled text is not taken from the pool), and
-    how many of each."""
-    labelled = {e.text for e in new}
-    pool = [e for e in pool if e.text not in labelled]
-    return old + new + pool, {"old": len(old), "new": len(new), "pool": len(pool)}
+    the pool's texts as the parent labelled them (`--unlabeled` never holds a text of the new splits), and how many
+    of each."""
+    return old + new + list(pool), {"old": len(old), "new": len(new), "pool": len(pool)}
 
 
 def fit_change(x, y: np.ndarray, offset: np.ndarray, c: float, max_iter: int = 300) -> np.ndarray:
