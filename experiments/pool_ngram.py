@@ -1,15 +1,17 @@
 """The n-gram side refitted on a new shop's pool, labelled by the parent: does it lift a few-label continuation?
 
 For each domain the parent scores its pool (the domain's training texts, unlabelled), dev and test once, as its two
-sides (ERNIE's logits and the n-gram side's); the scores are cached in --output. For each seed's picks (a
-far_domains run's `{domain}-random-{seed}-data/`, 32 + 32 gold labels), a logistic regression over the head's own
-hashed n-grams is fitted on the old training split (gold) plus the pool's texts labelled by the parent (its
-answers at --confidence or above) plus the picks' training labels, and it replaces the parent's n-gram side;
-the weight between the sides is the parent's, or the one the picks' dev labels choose. Quality on the domain's dev
-and test splits, against the parent.
+sides (ERNIE's logits and the n-gram side's); the scores are cached in --output, with ChnSentiCorp's dev. For each
+seed's picks (a far_domains run's `{domain}-random-{seed}-data/`, 32 + 32 gold labels), each --arm fits an n-gram
+side over the head's own hashed n-grams on the old training split (gold), the pool's other texts as the parent
+answers them (at `confidence` or above) and the picks' training labels: a logistic regression afresh, or with
+`change=1` the parent's table plus a change drawn toward zero (what `senti train --ngram-init fit` does). It
+replaces the parent's n-gram side beside the parent's ERNIE side (held); the weight between the sides is the
+parent's, or the one with the lowest log-loss on the picks' dev labels. Quality on the domain's dev and test
+splits and on the old dev, against the parent. No parent guard is applied.
 
-    python -m experiments.pool_ngram --model e5-chnsenticorp/ --old chnsenticorp/ --root shop/ \
-        --picks runs/few32-e5 --seeds 1,2,3 --output runs/pool-ngram-e5
+    python -m experiments.pool_ngram --model tiny-chnsenticorp/ --old chnsenticorp/ --root shop/ \
+        --picks runs/epochs32-tiny --arm confidence=0 --arm confidence=0.9 --arm change=1 --output runs/pool4-tiny
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--domains", default=DOMAINS)
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--arm", type=_arm, action="append", default=[],
-                        help="options, each optional: confidence, label_weight, pool_max, rounds, c, with_dev, cross_fit, change")
+                        help="'name=value;...' of confidence, label_weight, pool_max, rounds, c, with_dev, cross_fit, "
+                             "change (each optional)")
     parser.add_argument("--c", type=float, default=30.0, help="the logistic regression's C")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output", required=True)
