@@ -62,18 +62,6 @@ def _two_sided(fitted, x) -> np.ndarray:
     return np.stack([-d / 2, d / 2], axis=1)
 
 
-def _weight_by_logloss(deep: np.ndarray, wide: np.ndarray, gold: np.ndarray) -> float:
-    """The WEIGHT_GRID value whose combination has the lowest log-loss on `gold` (the smallest on ties)."""
-    from senti.core.ngram_head import WEIGHT_GRID, combine_numpy
-    from senti.core.scores import softmax
-
-    def logloss(w: float) -> float:
-        p = softmax(combine_numpy(deep, wide, w))
-        return float(-np.log(np.clip(p[np.arange(len(gold)), gold], 1e-9, 1)).mean())
-
-    return min(WEIGHT_GRID, key=lambda w: (logloss(w), w))
-
-
 def _arm(text: str) -> tuple[str, dict]:
     """'name=value;name=value' as (the text, its options)."""
     return text, {k: float(v) for k, v in (part.split("=", 1) for part in text.split(";") if part)}
@@ -94,7 +82,7 @@ def main(argv=None) -> dict:
     from sklearn.linear_model import LogisticRegression
 
     from senti.core.checkpoint import load_checkpoint
-    from senti.core.ngram_head import combine_numpy, ngram_features
+    from senti.core.ngram_head import combine_numpy, likeliest_weight, ngram_features
     from senti.core.scores import softmax
     from senti.toolkit.data.batching import encode_texts
     from senti.toolkit.data.splits import load_splits
@@ -178,7 +166,7 @@ def main(argv=None) -> dict:
                         held = rows[folds == k]
                         oof[folds == k] = fit(rows[folds != k], rows_y[folds != k])(pool_x[held],
                                                                                      parts["pool"][1][held])
-                    chosen = _weight_by_logloss(parts["pool"][0][rows], oof, rows_y)
+                    chosen = likeliest_weight(parts["pool"][0][rows], oof, rows_y)[0]
                     child_oof = combine_numpy(parts["pool"][0][rows], oof, chosen).argmax(1)
                     parent_own = combine_numpy(parts["pool"][0][rows], parts["pool"][1][rows], weight).argmax(1)
                     result["picks"] = {"child_oof": float((child_oof == rows_y).mean()),
@@ -189,8 +177,8 @@ def main(argv=None) -> dict:
                     chosen = weight
                 else:
                     side = fit(np.asarray(train_i), train_y)
-                    chosen = _weight_by_logloss(parts["pool"][0][dev_i], side(pool_x[dev_i], parts["pool"][1][dev_i]),
-                                                dev_y)
+                    chosen = likeliest_weight(parts["pool"][0][dev_i], side(pool_x[dev_i], parts["pool"][1][dev_i]),
+                                              dev_y)[0]
                 new_wide = {k: side(features(parts[k][2]), parts[k][1]) for k in gold}
                 result["chosen_weight"] = chosen
                 for tag, wt in (("parent_weight", weight), ("chosen", chosen)):

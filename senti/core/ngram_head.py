@@ -17,7 +17,7 @@ from functools import cache
 
 import numpy as np
 
-from senti.core.scores import confusion_matrix, log_softmax, macro_f1
+from senti.core.scores import confusion_matrix, log_softmax, macro_f1, mean_log_loss
 
 # A prime number of buckets: keys (token ids of up to three tokens) spread by plain modulo. About a million
 # buckets kept collisions from costing accuracy (2^18 buckets: dev 0.9183, 2^20: 0.9208, one epoch, n-grams alone).
@@ -150,8 +150,7 @@ def best_weight(deep: np.ndarray, wide: np.ndarray, gold: np.ndarray) -> tuple[f
 def likeliest_weight(deep: np.ndarray, wide: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
     """(weight, log-loss): the WEIGHT_GRID value whose combination of the two sides' logits has the lowest mean
     log-loss on `gold` (the smallest such weight on ties)."""
-    scored = [(float(-log_softmax(combine_numpy(deep, wide, w))[np.arange(len(gold)), gold].mean()), w)
-              for w in WEIGHT_GRID]
+    scored = [(mean_log_loss(combine_numpy(deep, wide, w), gold), w) for w in WEIGHT_GRID]
     loss, weight = min(scored)
     return weight, loss
 

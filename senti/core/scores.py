@@ -17,6 +17,12 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
+def mean_log_loss(logits: np.ndarray, gold: np.ndarray) -> float:
+    """Mean cross-entropy of `logits` [answers, classes] against the class ids `gold` [answers]."""
+    shifted = logits - logits.max(-1, keepdims=True)
+    return float(np.mean(np.log(np.exp(shifted).sum(-1)) - shifted[np.arange(len(gold)), gold]))
+
+
 def confusion_matrix(gold, predicted, k: int) -> np.ndarray:
     """Counts of (gold label, predicted label) over `k` labels: rows gold, columns predicted."""
     gold, predicted = np.asarray(gold, dtype=np.int64), np.asarray(predicted, dtype=np.int64)

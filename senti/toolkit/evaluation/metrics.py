@@ -31,12 +31,6 @@ def classification_metrics(y_true, y_pred, labels: list[str]) -> dict:
     }
 
 
-def mean_log_loss(logits: np.ndarray, gold: np.ndarray) -> float:
-    """Mean cross-entropy of `logits` [answers, classes] against the class ids `gold` [answers]."""
-    shifted = logits - logits.max(-1, keepdims=True)
-    return float(np.mean(np.log(np.exp(shifted).sum(-1)) - shifted[np.arange(len(gold)), gold]))
-
-
 def grouped(logits: np.ndarray, aspects: int) -> np.ndarray:
     """[texts, aspects x 4] logits as [texts, aspects, 4]."""
     return logits.reshape(len(logits), aspects, len(ASPECT_POLARITIES))

@@ -27,10 +27,11 @@ from senti.core.aspects import ASPECT_POLARITIES, Aspect, head_labels, read_aspe
 from senti.core.batching import pad_batch
 from senti.core.checkpoint import EvalPoint, ModelSource
 from senti.core.errors import DataError
+from senti.core.scores import mean_log_loss
 from senti.toolkit.data.aspect_units import UNLABELLED, AspectText, gold_matrix, split_texts
 from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import training_hashes
-from senti.toolkit.evaluation.metrics import grouped, mean_log_loss, pair_figures
+from senti.toolkit.evaluation.metrics import grouped, pair_figures
 from senti.toolkit.records import DataStats, TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
 from senti.toolkit.training.config import TrainConfig

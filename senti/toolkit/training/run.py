@@ -28,9 +28,10 @@ from senti.core import layout, stopping
 from senti.core.checkpoint import CheckpointMeta, EvalPoint, Parallel
 from senti.core.errors import SentiError
 from senti.core.runtime import configure_runtime
+from senti.core.scores import mean_log_loss
 from senti.core.sequence import length_to_use
 from senti.toolkit.evaluation.evaluate import choose_ngram_weight, predict_logits
-from senti.toolkit.evaluation.metrics import classification_metrics, mean_log_loss
+from senti.toolkit.evaluation.metrics import classification_metrics
 from senti.toolkit.records import EpochRecord, Interrupted, Interval, ParentAgainstKept, PassedBaseline, TrainingMetrics
 from senti.toolkit.training.callbacks import (
     Callback,
