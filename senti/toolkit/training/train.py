@@ -209,7 +209,7 @@ class TrainRun(ClassifierRun[TrainConfig]):
         """`--ngram-init fit` on a checkpoint: the parent's table plus a change fitted on the old data's training
         rows, the new ones and the pool as the parent answered it (toolkit.training.ngram_fit); set once the parent
         has been scored as it is (`open_records`)."""
-        from senti.toolkit.training.ngram_fit import changed_table, refit_rows
+        from senti.toolkit.training.ngram_fit import changed_table
 
         config = self.config
         if not hasattr(model, "ngram_table"):
@@ -218,14 +218,16 @@ class TrainRun(ClassifierRun[TrainConfig]):
             raise SentiError("--ngram-init fit on a checkpoint refits its n-gram head on the old data too: give "
                              "--replay OLD_DATA")
         old, _ = old_training_rows(config, parent.data, parent.labels, as_trained=True)
-        rows, counts = refit_rows(old, splits.train, self.pool_answers)
+        rows = old + splits.train + list(self.pool_answers)  # the pool never holds a text of the new splits
         label_id = {lab: i for i, lab in enumerate(parent.labels)}
         ids = encode_texts(tokenizer, [e.text for e in rows], max_len)[0]
         table, record = changed_table(model, ids, np.array([label_id[e.label] for e in rows]))
-        self.ngram_fit = {**record, **{f"{k}_rows": v for k, v in counts.items()}}
-        self.say(f"n-gram side: the parent's table plus a change fitted on {counts['old']} rows of {config.replay}, "
-                 f"{counts['new']} new and {counts['pool']} pool texts as the parent answers them (C={record['C']:g}, "
-                 f"{record['seconds']:.0f} s); it replaces the parent's once the parent is scored, and is held")
+        counts = {"old_rows": len(old), "new_rows": len(splits.train), "pool_rows": len(self.pool_answers)}
+        self.ngram_fit = {**record, **counts}
+        self.say(f"n-gram side: the parent's table plus a change fitted on {len(old)} rows of {config.replay}, "
+                 f"{len(splits.train)} new and {len(self.pool_answers)} pool texts as the parent answers them "
+                 f"(C={record['C']:g}, {record['seconds']:.0f} s); it replaces the parent's once the parent is scored, "
+                 "and is held")
         return table
 
     def loss(self, index) -> Step:
