@@ -57,9 +57,10 @@ def _scores(model, tokenizer, meta, texts: list[str], cache: Path):
 
 
 def _two_sided(fitted, x) -> np.ndarray:
-    """A binary logistic regression's scores as the head's two logits."""
-    d = fitted.decision_function(x)
-    return np.stack([-d / 2, d / 2], axis=1)
+    """A binary logistic regression's scores as the head's two logits (the table the head would hold for it)."""
+    from senti.core.ngram_head import table_from_linear
+
+    return np.asarray(x @ table_from_linear(fitted.coef_, 2))
 
 
 def _arm(text: str) -> tuple[str, dict]:
