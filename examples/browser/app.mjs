@@ -51,7 +51,8 @@ function showAspects(answers) {
 }
 
 function show(prediction) {
-  document.getElementById("label").textContent = prediction.label;
+  // an answer below the export's abstention threshold keeps its label, marked for a person to check
+  document.getElementById("label").textContent = prediction.unsure ? `${prediction.label} (unsure)` : prediction.label;
   document.getElementById("probabilities").replaceChildren(...Object.entries(prediction.probabilities).map(([label, p]) => {
     const bar = document.createElement("div");
     bar.className = "bar";
@@ -65,7 +66,9 @@ function show(prediction) {
 try {
   const scorer = await load();
   window.senti = scorer; // for scripts and tests: window.senti.predict(texts)
-  status.textContent = `model loaded (${FORMAT}, labels ${scorer.labels.join(", ")}); parity sample reproduced`;
+  const scores = scorer.calibration ? `calibrated, temperature ${scorer.calibration.temperature.toFixed(3)}` : "plain softmax";
+  const unsure = scorer.threshold === null ? "" : `; unsure below ${scorer.threshold.toFixed(4)}`;
+  status.textContent = `model loaded (${FORMAT}, labels ${scorer.labels.join(", ")}); parity sample reproduced; ${scores}${unsure}`;
   // the heads' own names stand in for an aspect list: the page has no keywords, so it gives no evidence
   const heads = headAspects(scorer.labels)?.map((name) => ({ name, label: "", keywords: [] }));
   if (heads) status.textContent += `; ${heads.length} aspect heads`;

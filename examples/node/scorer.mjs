@@ -22,6 +22,33 @@ function softmax(row) {
   return exps.map((x) => x / sum);
 }
 
+const finite = (x) => typeof x === "number" && Number.isFinite(x);
+
+// senti.core.artifacts' Calibration.problem and Abstention.problem: refused at load, as senti.serving refuses them
+function checkScores(meta, where) {
+  const c = meta.calibration;
+  if (c !== undefined && c !== null) {
+    if (!finite(c.temperature) || c.temperature <= 0) {
+      throw new ExportError(`${where}/export.json: calibration temperature must be a positive finite number; got ${JSON.stringify(c.temperature)}`);
+    }
+    if (c.bias !== undefined && c.bias !== null
+        && (!Array.isArray(c.bias) || c.bias.length !== meta.labels.length || !c.bias.every(finite))) {
+      throw new ExportError(`${where}/export.json: calibration bias must be ${meta.labels.length} finite numbers; got ${JSON.stringify(c.bias)}`);
+    }
+  }
+  const a = meta.abstain;
+  if (a !== undefined && a !== null && (!finite(a.threshold) || a.threshold < 0 || a.threshold > 1)) {
+    throw new ExportError(`${where}/export.json: abstention threshold must be a number in [0, 1]; got ${JSON.stringify(a.threshold)}`);
+  }
+}
+
+// senti.core.calibration.calibrated_probabilities: softmax(logits / temperature + bias), in doubles
+export function calibrated(logits, calibration) {
+  if (!calibration) return softmax(logits);
+  const bias = calibration.bias ?? logits.map(() => 0);
+  return softmax(logits.map((x, k) => x / calibration.temperature + bias[k]));
+}
+
 export class Scorer {
   // the metadata's own checks, before any model is opened
   static checkMeta(meta, where, format) {
@@ -44,6 +71,7 @@ export class Scorer {
     if (!Number.isInteger(meta.max_seq_len) || meta.max_seq_len < MIN_SEQ_LEN || meta.max_seq_len > MAX_SEQ_LEN) {
       throw new ExportError(`${where}/export.json: max_seq_len must be between ${MIN_SEQ_LEN} and ${MAX_SEQ_LEN}; got ${JSON.stringify(meta.max_seq_len)}`);
     }
+    checkScores(meta, where);
   }
 
   constructor(meta, tokenizer, session, format, ort) {
@@ -51,6 +79,8 @@ export class Scorer {
     this.meta = meta;
     this.labels = meta.labels;
     this.maxSeqLen = meta.max_seq_len;
+    this.calibration = meta.calibration ?? null; // how logits become the probabilities answered
+    this.threshold = meta.abstain?.threshold ?? null; // below it an answer is unsure
     this.tokenizer = tokenizer;
     this.session = session;
     this.format = format;
@@ -98,14 +128,15 @@ export class Scorer {
     return (await this.score(texts)).map((s) => s.logits);
   }
 
-  // label, score, probabilities, truncated and the raw logits of each text
+  // label, score and probabilities (calibrated as export.json says), unsure, truncated and the raw logits of each text
   async predict(texts) {
     return (await this.score(texts)).map(({ logits, truncated }) => {
-      const probs = softmax(logits);
+      const probs = calibrated(logits, this.calibration);
       const best = probs.indexOf(Math.max(...probs));
       return {
         label: this.labels[best], score: probs[best],
         probabilities: Object.fromEntries(this.labels.map((label, k) => [label, probs[k]])),
+        unsure: this.threshold !== null && probs[best] < this.threshold,
         truncated, logits,
       };
     });

@@ -26,6 +26,7 @@ from senti.cli.train import (
     AmpDtype,
     AmpDtypeOption,
     BatchSize,
+    Calibrate,
     Dataset,
     Device,
     DeviceOption,
@@ -86,6 +87,7 @@ def distill(
     max_steps: MaxSteps = None,
     eval_every: EvalEvery = None,
     early_stop: EarlyStop = None,
+    calibrate: Calibrate = True,
     threads: Threads = None,
     overwrite: Overwrite = False,
     trust_pickle: TrustPickle = False,
@@ -101,7 +103,7 @@ def distill(
             init_from_teacher=init_from_teacher, teacher_ngram=teacher_ngram, ngram_buckets=ngram_buckets,
             epochs=epochs, batch_size=batch_size,
             max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,
-            seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, threads=threads,
+            seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, calibrate=calibrate, threads=threads,
             overwrite=overwrite, trust_pickle=trust_pickle)
         device_ids, cluster = parallel_plan(devices, nnodes, node_rank, master, join_timeout)
         if cluster:

@@ -37,6 +37,12 @@ def export_cmd(
     triton_name: Annotated[str, typer.Option(help="Model name in the Triton repository.")] = "senti",
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)] = None,
     trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
+    calibrate: Annotated[bool, typer.Option(help="Answer with the checkpoint's calibrated probabilities (senti.json's "
+                                                 "temperature); --no-calibrate: the plain softmax.")] = True,
+    abstain: Annotated[Optional[str], typer.Option(
+        help="precision=P or coverage=C: choose on the whole dev split the score below which every runtime marks "
+             "an answer unsure (the label still given), for that precision of the rest or that share answered.")]
+        = None,
 ):
     """Static graph, Paddle Inference and ONNX (optimized, INT8, fp16), each proven against the dynamic graph."""
     quiet(threads)
@@ -47,7 +53,7 @@ def export_cmd(
         config = ExportConfig(model=str(model), output_dir=str(output_dir), quantize=quantize and quantize.value,
                               formats=tuple(f.strip() for f in formats.split(",") if f.strip()), fp16=fp16,
                               opset=opset, max_seq_len=max_seq_len, overwrite=overwrite, triton_name=triton_name,
-                              threads=threads, trust_pickle=trust_pickle)
+                              threads=threads, trust_pickle=trust_pickle, calibrate=calibrate, abstain=abstain)
         record = export_checkpoint(config, dataset, parity_samples, say=say)
     table = Table(title=f"export parity on {record.parity_texts} dev texts (reference accuracy "
                         f"{record.reference_accuracy or 0:.4f})")
@@ -61,6 +67,9 @@ def export_cmd(
     console.print(table)
     console.print(f"export: [bold]{output_dir}[/] ({', '.join(record.formats)}; Triton repository: "
                   f"{record.triton or 'none'})")
+    c = record.calibration
+    console.print(f"scores: calibrated (temperature {c.temperature:.3f}, fitted on {c.texts} dev texts)" if c else
+                  "scores: the plain softmax (no calibration recorded or --no-calibrate)", markup=False)
 
 
 def _figure(value: float | None, spec: str) -> str:

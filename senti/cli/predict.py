@@ -70,15 +70,23 @@ def predict(
                           "score become columns aspect_NAME and aspect_NAME_score.", exists=True, dir_okay=False)] = None,
     id_column: Annotated[Optional[str], typer.Option(help="Input column carried to the output as `id` (a row without "
                                                           "one: an error row); Ray's default: the position.")] = None,
+    unsure_output: Annotated[Optional[str], typer.Option(
+        help="Also write the rows answered below the export's abstention threshold (senti export --abstain) to "
+             "this .jsonl, with the model's guess: the label queue senti label and senti select read.")] = None,
 ):
     """Score texts with an exported model: a table for a few texts, a streamed file for many."""
     quiet_warnings()
     if engine.value == "ray":
+        if unsure_output is not None:
+            raise fail("--unsure-output is for --engine local; with --engine ray the output's `unsure` column marks "
+                       "the same rows")
         return _predict_ray(model, input, output, aspects_file, dict(
             address=address, actors=actors, threads_per_actor=threads_per_actor, batch_size=batch_size,
             text_column=text_column or "text", id_column=id_column, backend=backend.value))
     if aspects_file is not None:
         raise fail("--aspects writes aspect columns with --engine ray; on this machine, senti aspects answers them")
+    if unsure_output is not None and not (input and output):
+        raise fail("--unsure-output goes with --input and --output (a file of texts to score)")
     if bool(texts) == bool(input):
         raise fail("give texts as arguments or one --input file (not both, not neither)")
     if input and not output:
@@ -97,7 +105,7 @@ def predict(
         if texts:
             results = predictor.predict(texts, batch_size=batch_size)
         elif input and output:
-            counts = _predict_file(predictor, input, output, batch_size, text_column, id_column,
+            counts = _predict_file(predictor, input, output, batch_size, (text_column, id_column, unsure_output),
                                    input_format and f".{input_format.value}", say_to)
     if texts:
         return _print_table(predictor, texts, results)
@@ -105,6 +113,10 @@ def predict(
         err_console.print(f"removed {escape(stale)}: the partial output of an earlier run that was killed")
     say_to.print(f"{counts['rows']} rows in, {counts['rows']} rows out ({output}): {counts['predicted']} scored, "
                   f"{counts['errors']} error rows, {counts['truncated']} truncated")
+    if predictor.abstain is not None:
+        queued = f"; written to {unsure_output} for senti label" if unsure_output else ""
+        say_to.print(f"{counts['unsure']} unsure (score below {predictor.abstain.threshold:.4f}, chosen on dev for "
+                     f"{predictor.abstain.target}){queued}", markup=False)
     from senti.serving.drift import describe
 
     if counts["drift"]["texts"]:
@@ -120,13 +132,14 @@ def predict(
 
 
 def _print_table(predictor, texts: list[str], results) -> None:
-    table = Table(title=f"senti predict ({predictor.backend_name})")
+    calibrated = "calibrated" if predictor.calibration is not None else "softmax, not calibrated"
+    table = Table(title=f"senti predict ({predictor.backend_name}; {calibrated})")
     table.add_column("text")
     table.add_column("label")
     table.add_column("confidence", justify="right")
     for text, p in zip(texts, results):
         table.add_row(escape(text if len(text) <= 60 else text[:57] + "..."), escape(p.label),
-                      f"{p.score:.4f}" + (" (cut)" if p.truncated else ""))
+                      f"{p.score:.4f}" + (" (cut)" if p.truncated else "") + (" unsure" if p.unsure else ""))
     console.print(table)
 
 
@@ -170,17 +183,18 @@ def _predict_ray(model, source, dest, aspects_file: Path | None, settings: dict)
                   f"Ray start-up {result['ray_startup_s']:.1f} s, total {result['total_s']:.1f} s")
 
 
-def _predict_file(predictor, src: str, dst: str, batch_size: int, text_column: str | None, id_column: str | None,
-                  input_format, on) -> dict:
+def _predict_file(predictor, src: str, dst: str, batch_size: int, named: tuple, input_format, on) -> dict:
+    """`named`: the text column, the id column and the unsure queue's file, as the options gave them."""
     from senti.serving.streaming import Columns, predict_file
 
+    text_column, id_column, unsure_output = named
     columns = Columns(text_column, id_column, input_format)
     if src == STDIO:  # no size to show progress against; answers stream out as lines come in
-        return predict_file(predictor, src, dst, batch_size=batch_size, columns=columns)
+        return predict_file(predictor, src, dst, batch_size=batch_size, columns=columns, unsure_output=unsure_output)
     with byte_progress("scoring", on) as progress:
         task = progress.add_task("scoring", total=Path(src).stat().st_size)
         return predict_file(predictor, Path(src), dst, batch_size=batch_size, columns=columns,
-                            progress=lambda n: progress.advance(task, n))
+                            progress=lambda n: progress.advance(task, n), unsure_output=unsure_output)
 
 
 def _aspect_list(path: Path | None) -> list | None:

@@ -58,6 +58,8 @@ Seed = Annotated[int, typer.Option(help="Seed for weights, splits and batch orde
 MaxSteps = Annotated[Optional[int], typer.Option(help="Stop after this many steps.", min=1)]
 EvalEvery = Annotated[Optional[int], typer.Option(help="Evaluate every N steps (default: each epoch).", min=1)]
 EarlyStop = Annotated[Optional[int], typer.Option(help="Stop after N evaluations without improvement.", min=1)]
+Calibrate = Annotated[bool, typer.Option(help="Fit a temperature on dev after training, so a score of 0.9 is right "
+                                              "about nine times in ten (--no-calibrate: the plain softmax).")]
 Threads = Annotated[Optional[int], typer.Option(help="CPU threads (default: all cores available).", min=1)]
 TrustPickle = Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)]
 NgramBuckets = Annotated[Optional[int], typer.Option(
@@ -127,6 +129,7 @@ def train(
     max_steps: MaxSteps = None,
     eval_every: EvalEvery = None,
     early_stop: EarlyStop = None,
+    calibrate: Calibrate = True,
     replay: Replay = None,
     replay_ratio: ReplayRatio = 1.0,
     unlabeled: Unlabeled = None,
@@ -155,7 +158,7 @@ def train(
         config = TrainConfig(
             output_dir=str(output_dir), model=model, dataset=dataset, epochs=epochs, batch_size=batch_size,
             max_seq_len=max_seq_len, lr=lr, warmup=warmup, amp=amp, amp_dtype=amp_dtype.value, device=device.value,
-            seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, replay=replay,
+            seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, calibrate=calibrate, replay=replay,
             replay_ratio=replay_ratio, unlabeled=unlabeled, unlabeled_max=unlabeled_max,
             unlabeled_confidence=unlabeled_confidence, interpolate=interpolate, freeze_encoder=freeze_encoder, l2_sp=l2_sp,
             text_column=text_column, label_column=label_column, baseline=baseline, aspects=str(aspects) if aspects else None,

@@ -10,6 +10,7 @@ the checkpoint's lives in `senti.core.checkpoint`, bench results' in `senti.benc
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -312,6 +313,57 @@ class DriftFigures(Record):
     confidence_histogram: ConfidenceHistogram
 
 
+# How logits become probabilities (senti.core.calibration fits and applies them).
+CALIBRATION_METHODS = ("temperature", "vector")
+
+
+@dataclass
+class Calibration(Record):
+    """How the model's logits become probabilities: softmax(logits / temperature + bias), fitted on `texts` dev
+    texts; the dev figures before and after beside it."""
+
+    temperature: float
+    bias: list[float] | None = None  # one per class, the first 0 (vector scaling); None for temperature alone
+    method: str = "temperature"
+    texts: int = 0
+    fitted_on: str = "dev"
+    log_loss_before: float | None = None
+    log_loss_after: float | None = None
+    ece_before: float | None = None
+    ece_after: float | None = None
+
+    def problem(self, classes: int) -> str | None:
+        """Why these values cannot be applied to a model of `classes` outputs, or None."""
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
+            return f"calibration temperature must be a positive finite number; got {t!r}"
+        if self.bias is not None:
+            if not isinstance(self.bias, list) or len(self.bias) != classes or not all(
+                    isinstance(b, int | float) and not isinstance(b, bool) and math.isfinite(b) for b in self.bias):
+                return f"calibration bias must be {classes} finite numbers; got {self.bias!r}"
+        if self.method not in CALIBRATION_METHODS:
+            return f"calibration method must be one of {', '.join(CALIBRATION_METHODS)}; got {self.method!r}"
+        return None
+
+
+@dataclass
+class Abstention(Record):
+    """Below `threshold` (the calibrated probability of the answer) the answer is marked unsure; chosen on dev for
+    `target` ("precision=0.97" or "coverage=0.9"), which gave `dev_coverage` answered at `dev_precision`."""
+
+    threshold: float
+    target: str
+    texts: int
+    dev_coverage: float
+    dev_precision: float
+
+    def problem(self) -> str | None:
+        t = self.threshold
+        if isinstance(t, bool) or not isinstance(t, int | float) or not 0.0 <= t <= 1.0:
+            return f"abstention threshold must be a number in [0, 1]; got {t!r}"
+        return None
+
+
 @dataclass
 class ArtifactMeta:
     """Base of the metadata schemas: `FILE` inside the artifact folder, `KIND` for error messages."""
@@ -448,13 +500,23 @@ class ExportMeta(ArtifactMeta):
     parity_sample: ParitySample | None = None
     # Drift figures of the parity (dev) texts, to compare traffic with.
     reference_stats: DriftFigures | None = None
+    # How the logits become probabilities (None: the plain softmax), and the threshold below which answers are unsure.
+    calibration: Calibration | None = None
+    abstain: Abstention | None = None
 
     def problem(self) -> str | None:
         if problem := labels_problem(self.labels, self.max_seq_len):
             return problem
         if len(set(self.labels)) != len(self.labels) or len(self.labels) < 2:
             return f"labels must be two or more distinct names; got {self.labels}"
-        return None
+        return scores_problem(self.calibration, self.abstain, len(self.labels))
+
+
+def scores_problem(calibration: Calibration | None, abstain: Abstention | None, classes: int) -> str | None:
+    """What is wrong with a metadata file's calibration and abstention records, or None."""
+    if calibration is not None and (problem := calibration.problem(classes)):
+        return problem
+    return abstain.problem() if abstain is not None else None
 
 
 def _mapping(value) -> dict:

@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta, Record, SplitRecipe, TokenizerSettings, labels_problem
+from senti.core.artifacts import (
+    ArtifactMeta,
+    Calibration,
+    Record,
+    SplitRecipe,
+    TokenizerSettings,
+    labels_problem,
+    scores_problem,
+)
 from senti.core.errors import ArtifactError
 
 
@@ -94,9 +102,12 @@ class CheckpointMeta(ArtifactMeta):
     precision: str | None = None
     kernels: str | None = None  # the CPU training kernels that trained it and why (metrics.json's `kernels`)
     parallel: Parallel | None = None
+    # fitted on dev after training (senti.core.calibration); None: the plain softmax (--no-calibrate, or too few dev)
+    calibration: Calibration | None = None
 
     def problem(self) -> str | None:
-        return labels_problem(self.labels, self.max_seq_len)
+        return labels_problem(self.labels, self.max_seq_len) or scores_problem(self.calibration, None,
+                                                                                len(self.labels))
 
 
 def read_meta(path: Path) -> CheckpointMeta:

@@ -20,6 +20,8 @@ import numpy as np
 
 from senti.core import layout, stopping
 from senti.core.artifacts import (
+    Abstention,
+    Calibration,
     DriftFigures,
     ExportMeta,
     FormatRecord,
@@ -34,10 +36,10 @@ from senti.core.artifacts import (
 )
 from senti.core.aspects import head_aspects
 from senti.core.batching import model_pad_id, pad_batch
+from senti.core.calibration import Target, calibrated_probabilities, choose_threshold
 from senti.core.checkpoint import load_checkpoint
 from senti.core.errors import SentiError
 from senti.core.runtime import package_versions
-from senti.core.scores import softmax
 from senti.core.sequence import length_to_use, seq_len_problem, text_budget
 from senti.export.onnx_convert import (
     ExportError,
@@ -74,9 +76,13 @@ class ExportConfig:
     triton_name: str = "senti"
     threads: int | None = None
     trust_pickle: bool = False  # load a checkpoint whose weights are a pickle (.pdparams can run code)
+    calibrate: bool = True  # carry the checkpoint's calibration (senti.json) to export.json; False: the plain softmax
+    abstain: str | None = None  # "precision=0.97" or "coverage=0.9": an unsure threshold chosen on the dev texts
 
     def __post_init__(self):
         self.formats = tuple(self.formats)
+        if self.abstain is not None:
+            Target.parse(self.abstain)  # a bad target is refused before anything loads
         unknown = set(self.formats) - set(EXPORT_FORMATS)
         if unknown or not self.formats:
             raise ExportError(f"formats must be a non-empty subset of {', '.join(EXPORT_FORMATS)}; got {self.formats}")
@@ -243,10 +249,42 @@ def gold_ids(gold: Sequence[str | list[str]], labels: list[str]) -> np.ndarray:
     return ids
 
 
-def _reference(model, tokenizer, fast: FastTokenizer, texts: list[str], gold: Sequence[str | list[str]],
-               max_len: int, labels: list[str]) -> Reference:
+@dataclass
+class Scores:
+    """How the export's logits become the probabilities answered, and its abstention threshold."""
+
+    calibration: Calibration | None
+    abstain: Abstention | None = None
+
+
+def _scores(config: ExportConfig, calibration: Calibration | None, labels: list[str]) -> Scores:
+    """The checkpoint's calibration as the export carries it (none with `calibrate` off or for aspect heads)."""
+    if config.abstain is not None and head_aspects(labels) is not None:
+        raise ExportError("--abstain is for a sentence model; a model with aspect heads answers per aspect")
+    return Scores(calibration if config.calibrate and head_aspects(labels) is None else None)
+
+
+def _choose_abstention(config: ExportConfig, scores: Scores, reference: Reference, say) -> Scores:
+    """`config.abstain`'s threshold chosen on the parity (dev) texts' calibrated probabilities."""
+    if config.abstain is None:
+        return scores
+    target = Target.parse(config.abstain)
+    probs = calibrated_probabilities(reference.logits["batch_32"], scores.calibration)
+    try:
+        chosen = choose_threshold(probs, reference.gold_ids[:, 0], target)
+    except SentiError as err:
+        raise ExportError(f"--abstain {target}: {err}") from None
+    plain = "" if scores.calibration else " (plain softmax: the checkpoint records no calibration)"
+    say(f"abstention for {target}: answers below {chosen.threshold:.4f} are unsure{plain}; on {chosen.texts} dev texts "
+        f"it answers {chosen.dev_coverage:.1%} at precision {chosen.dev_precision:.4f}")
+    return replace(scores, abstain=chosen)
+
+
+def _reference(model, tokenizer, fast: FastTokenizer, texts_gold: tuple[list[str], Sequence[str | list[str]]],
+               max_len: int, labels: list[str], calibration: Calibration | None) -> Reference:
     import paddle
 
+    texts, gold = texts_gold
     encoded = tokenizer(texts, max_length=max_len, truncation=True)["input_ids"]
     ids = gold_ids(gold, labels)
 
@@ -257,7 +295,8 @@ def _reference(model, tokenizer, fast: FastTokenizer, texts: list[str], gold: Se
     pad_id = model_pad_id(model)
     logits = logits_by_shape(dynamic, encoded, pad_id)  # before to_static, which rewrites the layer in place
     return Reference(texts, encoded, pad_id, ids, logits, gold_accuracy(logits["batch_32"], ids),
-                     _drift_of(logits["batch_32"], texts, fast, max_len, labels), labels, max_len)
+                     _drift_of(calibrated_probabilities(logits["batch_32"], calibration), texts, fast, max_len, labels),
+                     labels, max_len)
 
 
 def export_model(config: ExportConfig, texts: list[str], gold: Sequence[str | list[str]], say=print,
@@ -278,8 +317,10 @@ def export_model(config: ExportConfig, texts: list[str], gold: Sequence[str | li
     started = time.perf_counter()
     settings = TokenizerSettings.of(tokenizer)
     fast = FastTokenizer.from_settings(Path(config.model), settings)
-    reference = _reference(model, tokenizer, fast, texts, gold, max_len, meta.labels)
+    scores = _scores(config, meta.calibration, meta.labels)
+    reference = _reference(model, tokenizer, fast, (texts, gold), max_len, meta.labels, scores.calibration)
     say(f"dynamic graph: accuracy {reference.accuracy:.4f} on {len(texts)} parity texts")
+    scores = _choose_abstention(config, scores, reference, say)
 
     for stale in remove_stale_work(out.parent, out.name, "staging"):
         say(f"removed {stale}: the staging folder of an export that was killed")
@@ -294,6 +335,7 @@ def export_model(config: ExportConfig, texts: list[str], gold: Sequence[str | li
         triton = _write_beside(config, staging, (tokenizer, settings, fast), meta.labels, max_len)
         written = Written(formats, io, triton, settings)
         record = _export_record(config, data, job, reference, written, time.perf_counter() - started)
+        record.calibration, record.abstain = scores.calibration, scores.abstain
         record.write(staging)
         stopping.checkpoint()
         _publish(staging, out)
@@ -404,9 +446,9 @@ def _export_record(config: ExportConfig, data, job: Job, reference: Reference, w
     )
 
 
-def _drift_of(logits: np.ndarray, texts: list[str], fast: FastTokenizer, max_len: int, labels: list[str]) -> dict:
-    """The drift figures of the parity (dev) texts under the dynamic graph, for `senti predict` to compare with."""
-    probs = softmax(logits)
+def _drift_of(probs: np.ndarray, texts: list[str], fast: FastTokenizer, max_len: int, labels: list[str]) -> dict:
+    """The drift figures of the parity (dev) texts under the dynamic graph (`probs`: its probabilities, as the export
+    answers them), for `senti predict` to compare with."""
     ids = fast.encode_batch(texts)
     return summarize([SimpleNamespace(score=float(p.max()), label=labels[int(p.argmax())], truncated=len(x) > text_budget(max_len),
                                       tokens=len(x), unknown_tokens=sum(t == fast.unk_id for t in x))

@@ -39,6 +39,9 @@ class ServerMetrics:
         self.confidence = Histogram("senti_confidence", "Top-class probability of each text scored",
                                     registry=registry, buckets=CONFIDENCE_BUCKETS)
         self.predicted = Counter("senti_predicted", "Texts scored by predicted label", ["label"], registry=registry)
+        # A rising share of unsure answers (below the export's abstention threshold) is a drift signal too.
+        self.unsure = Counter("senti_unsure", "Answers below the export's abstention threshold, by model version",
+                              ["model_version"], registry=registry)
         self.truncated = Counter("senti_truncated_texts", "Texts longer than max_seq_len", registry=registry)
         self.tokens = Counter("senti_tokens", "Word pieces in the texts scored", registry=registry)
         self.unknown = Counter("senti_unknown_tokens", "Word pieces outside the vocabulary ([UNK])",
@@ -61,9 +64,10 @@ class ServerMetrics:
         self.model_positions.labels("token").inc(after["tokens"] - before["tokens"])
         self.model_positions.labels("padding").inc(after["padding"] - before["padding"])
 
-    def observe(self, predictions) -> None:
-        """Count the predictions of one model call (from the batcher's thread)."""
+    def observe(self, predictions, model_version: str = "") -> None:
+        """Count the predictions of one model call (from the batcher's thread) by the model `model_version`."""
         self.texts.inc(len(predictions))
+        self.unsure.labels(model_version).inc(sum(1 for p in predictions if p.unsure))
         with self._lock:
             for p in predictions:
                 self._traffic.add(p)

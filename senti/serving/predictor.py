@@ -11,9 +11,9 @@ import numpy as np
 
 from senti.core.artifacts import ExportMeta
 from senti.core.batching import logits_in_order, new_tally
+from senti.core.calibration import calibrated_probabilities, unsure_mask
 from senti.core.errors import ArtifactError, SentiError
 from senti.core.runtime import configure_runtime
-from senti.core.scores import softmax
 from senti.core.sequence import text_budget
 from senti.serving.tokenizer import FastTokenizer, head_chars, read_limit
 
@@ -68,11 +68,12 @@ class Prediction:
     windows: int = 1
     tokens: int = 0  # word pieces in the text (before cutting)
     unknown_tokens: int = 0  # of which [UNK]: characters outside the model's vocabulary (a drift signal)
+    unsure: bool = False  # the score is below the export's abstention threshold (the label is still the likeliest)
 
     def to_json(self) -> dict:
         # by hand: dataclasses.asdict deep-copies, a measurable cost per text in a server's answers
         return {"label": self.label, "score": self.score, "probabilities": self.probabilities,
-                "truncated": self.truncated, "windows": self.windows, "tokens": self.tokens,
+                "unsure": self.unsure, "truncated": self.truncated, "windows": self.windows, "tokens": self.tokens,
                 "unknown_tokens": self.unknown_tokens}
 
 
@@ -114,6 +115,9 @@ class Predictor:
         self.call_cost_tokens = call_cost_tokens
         self.max_windows = long_texts.max_windows
         self.version = version  # a hash of the bytes loaded: export.json, vocabulary, model
+        # how logits become the probabilities answered, and below which probability an answer is unsure
+        self.calibration = meta.calibration
+        self.abstain = meta.abstain
         self.tally = new_tally()  # what the model has been given since loading (calls, rows, tokens, padding)
 
     @classmethod
@@ -274,11 +278,18 @@ class Predictor:
         if len(texts) == 0:
             return []
         logits, windows, too_long, tokens, unknown = self._score(texts, batch_size)
-        probs = softmax(logits)
+        probs = self.probabilities(logits)
+        unsure = unsure_mask(probs, self.abstain)
         out = []
-        for row, n, cut, length, unk in zip(probs, windows, too_long, tokens, unknown):
+        for row, n, cut, length, unk, doubt in zip(probs, windows, too_long, tokens, unknown, unsure):
             best = int(row.argmax())
             out.append(Prediction(label=self.labels[best], score=float(row[best]),
                                   probabilities={lab: float(p) for lab, p in zip(self.labels, row)},
-                                  truncated=bool(cut), windows=int(n), tokens=int(length), unknown_tokens=int(unk)))
+                                  truncated=bool(cut), windows=int(n), tokens=int(length), unknown_tokens=int(unk),
+                                  unsure=bool(doubt)))
         return out
+
+    def probabilities(self, logits: np.ndarray) -> np.ndarray:
+        """What the model answers for these logits: softmax(logits / temperature + bias) as export.json's
+        calibration has it (the plain softmax for an export without one)."""
+        return calibrated_probabilities(logits, self.calibration)

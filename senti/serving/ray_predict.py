@@ -73,6 +73,8 @@ class ScoreBatch:
             "id": pa.array([None if v is None else str(v) for v in ids], pa.string()),
             "label": pa.array([predictions[i].label if i in predictions else None for i in range(n)], pa.string()),
             "score": pa.array([predictions[i].score if i in predictions else np.nan for i in range(n)], pa.float64()),
+            "unsure": pa.array([bool(predictions[i].unsure) if i in predictions else False for i in range(n)],
+                               pa.bool_()),
             "truncated": pa.array([bool(predictions[i].truncated) if i in predictions else False for i in range(n)],
                                   pa.bool_()),
             "error": pa.array(errors, pa.string()),

@@ -43,8 +43,11 @@ class PredictRequest(BaseModel):
 
 class PredictionOut(BaseModel):
     label: str
-    score: float
+    score: float = Field(description="Probability of the label, calibrated on dev when the export records a "
+                                     "temperature (export.json's calibration)")
     probabilities: dict[str, float]
+    unsure: bool = Field(description="The score is below the export's abstention threshold (export.json's abstain): "
+                                     "a person should look; always false for an export without one")
     truncated: bool
     windows: int
     tokens: int
@@ -139,7 +142,7 @@ class PredictService:
         before = dict(model.tally)
         results = model.predict(texts, batch_size=self.config.max_batch_size)  # cut by length into calls
         self.metrics.on_calls(before, model.tally)
-        self.metrics.observe(results)
+        self.metrics.observe(results, model.version)
         return Scored(results, model)
 
     @asynccontextmanager

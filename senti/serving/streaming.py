@@ -50,7 +50,7 @@ class PredictionWriter:
         self.partial = path.with_name(layout.work_prefix(path.name, "partial") + "out")
         self.fh = self.partial.open("w", encoding="utf-8", newline="")
         self.columns = ["line", *(["id"] if id_column else []), "text", "label", "score",
-                        *[f"prob_{lab}" for lab in labels], "truncated", "error"]
+                        *[f"prob_{lab}" for lab in labels], "unsure", "truncated", "error"]
         if self.suffix != ".jsonl":
             self.csv = csv.writer(self.fh, delimiter="\t" if self.suffix == ".tsv" else ",",
                                   quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
@@ -62,7 +62,8 @@ class PredictionWriter:
         if self.suffix == ".jsonl":
             record = {"line": row.line, **({"id": self.row_id(row)} if self.id_column else {}), "text": row.text}
             record.update(prediction.to_json() if prediction else {"label": None, "score": None,
-                                                                   "probabilities": None, "truncated": None})
+                                                                   "probabilities": None, "unsure": None,
+                                                                   "truncated": None})
             record["error"] = row.error
             self.fh.write(json.dumps(record, ensure_ascii=False) + "\n")
             return
@@ -71,9 +72,9 @@ class PredictionWriter:
         if prediction:
             probs = [f"{prediction.probabilities[lab]:.6f}" for lab in self.labels]
             self.csv.writerow([*where, text, prediction.label, f"{prediction.score:.6f}", *probs,
-                               prediction.truncated, ""])
+                               prediction.unsure, prediction.truncated, ""])
         else:
-            self.csv.writerow([*where, text or "", "", "", *[""] * len(self.labels), "", row.error])
+            self.csv.writerow([*where, text or "", "", "", *[""] * len(self.labels), "", "", row.error])
 
     def row_id(self, row: Row) -> str | None:
         """The row's value of the id column, as text; None when it has none."""
@@ -92,6 +93,54 @@ class PredictionWriter:
             return
         self.fh.close()
         self.partial.unlink(missing_ok=True)
+
+
+class UnsureQueue:
+    """`--unsure-output`: the rows answered below the export's abstention threshold, as `senti label` reads picks
+    (every input column, then `line`, `guess`, `confidence`, `reason` and `labels`, as `senti select` writes them),
+    written as a hidden partial file and renamed into place on `close()`."""
+
+    def __init__(self, path: Path | str, labels: list[str]):
+        path = Path(path)
+        if path.suffix.lower() != ".jsonl":
+            raise DataError(f"{path}: the unsure queue is written as JSONL (senti label reads it); name it .jsonl")
+        self.path, self.labels, self.rows = path, labels, 0
+        self.stale = remove_stale_work(path.parent, path.name, "partial")
+        self.partial = path.with_name(layout.work_prefix(path.name, "partial") + "out")
+        self.fh = self.partial.open("w", encoding="utf-8")
+
+    def write(self, row: Row, prediction) -> None:
+        if prediction is None or not prediction.unsure:
+            return
+        record = dict(row.record) if isinstance(row.record, dict) else {}
+        record.setdefault("text", row.text)
+        names = _free_names(record, ("line", "guess", "confidence", "reason", "labels"))
+        record.update({names["line"]: row.line, names["guess"]: prediction.label,
+                       names["confidence"]: round(prediction.score, 6),
+                       names["reason"]: "unsure: below the export's abstention threshold",
+                       names["labels"]: self.labels})
+        self.fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.rows += 1
+
+    def close(self) -> None:
+        self.fh.close()
+        os.replace(self.partial, self.path)
+
+    def abort(self) -> None:
+        self.fh.close()
+        self.partial.unlink(missing_ok=True)
+
+
+def _free_names(record: dict, names: tuple[str, ...]) -> dict[str, str]:
+    """senti's column names, each prefixed with `senti_` (as often as needed) where the input already uses it
+    (as senti select names its columns, so senti label finds them the same way)."""
+    out = {}
+    for name in names:
+        free = name
+        while free in record:
+            free = f"senti_{free}"
+        out[name] = free
+    return out
 
 
 def check_output(src: Path | str | None, dst: Path | str, suffixes=OUTPUT_SUFFIXES, holds: str = "the scores") -> None:
@@ -123,20 +172,30 @@ class Columns:
 
 
 def predict_file(predictor, src: Path | str, dst: Path | str, batch_size: int = 32, chunk_rows: int = 1024,
-                 columns: Columns | None = None, progress: Callable[[int], None] | None = None) -> dict:
+                 columns: Columns | None = None, progress: Callable[[int], None] | None = None,
+                 unsure_output: Path | str | None = None) -> dict:
     """Score `src` into `dst` in chunks of `chunk_rows`; returns counts and the line numbers of error rows.
 
     `src` "-" reads standard input and `dst` "-" writes JSONL to standard output; from a pipe, a chunk is also
-    handed over whenever the input pauses, so answers stream out.
+    handed over whenever the input pauses, so answers stream out. `unsure_output` (JSONL) also gets the rows
+    answered below the export's abstention threshold, as picks `senti label` reads.
     """
     columns = columns or Columns()
     text_column, id_column, input_format = columns.text, columns.id, columns.input_format
     check_output(src, dst)
+    if unsure_output is not None:
+        if predictor.abstain is None:
+            raise DataError(f"{predictor.export_dir}: this export has no abstention threshold, so no answer is "
+                            "unsure; export it with --abstain precision=P (or coverage=C) for --unsure-output")
+        check_output(src, unsure_output, suffixes=(".jsonl",), holds="the unsure queue")
+        if str(unsure_output) == STDIO or Path(unsure_output).resolve() == Path(str(dst)).resolve():
+            raise DataError(f"--unsure-output {unsure_output}: give a file of its own, not the output")
     kind = input_format or (".txt" if str(src) == STDIO else Path(src).suffix.lower())
     if id_column and kind == ".txt":
         raise DataError(f"--id-column {id_column}: a .txt input has no columns; give a .tsv, .csv or .jsonl file")
     writer = PredictionWriter(dst, predictor.labels, id_column)
-    counts: dict[str, Any] = {"rows": 0, "predicted": 0, "errors": 0, "truncated": 0, "error_lines": [],
+    queue = UnsureQueue(unsure_output, predictor.labels) if unsure_output is not None else None
+    counts: dict[str, Any] = {"rows": 0, "predicted": 0, "errors": 0, "truncated": 0, "unsure": 0, "error_lines": [],
               "stale_removed": [str(p) for p in writer.stale], "drift": DriftCounter()}
     try:
         if str(src) == STDIO:
@@ -147,11 +206,15 @@ def predict_file(predictor, src: Path | str, dst: Path | str, batch_size: int = 
             chunks = _chunks(rows, chunk_rows)
         for chunk in chunks:
             stopping.checkpoint()
-            _flush(predictor, chunk, writer, counts, batch_size)
+            _flush(predictor, chunk, (writer, queue), counts, batch_size)
     except BaseException:
         writer.abort()
+        if queue is not None:
+            queue.abort()
         raise
     writer.close()
+    if queue is not None:
+        queue.close()
     counts["drift"] = counts["drift"].summary()
     return counts
 
@@ -219,7 +282,9 @@ def predict_isolated(predictor, texts: list[str], batch_size: int) -> tuple[list
     return [scored.get(i) for i in range(len(texts))], refused
 
 
-def _flush(predictor, chunk: list[Row], writer: PredictionWriter, counts: dict, batch_size: int) -> None:
+def _flush(predictor, chunk: list[Row], writers: tuple[PredictionWriter, UnsureQueue | None], counts: dict,
+           batch_size: int) -> None:
+    writer, queue = writers
     if writer.id_column:  # as senti predict --engine ray: a row without its id is not scored
         for r in chunk:
             if r.error is None and writer.row_id(r) is None:
@@ -233,6 +298,8 @@ def _flush(predictor, chunk: list[Row], writer: PredictionWriter, counts: dict, 
     for row in chunk:
         prediction = next(predictions) if id(row) in scored else None
         writer.write(row, prediction)
+        if queue is not None:
+            queue.write(row, prediction)
         counts["rows"] += 1
         if prediction is None:
             counts["errors"] += 1
@@ -241,6 +308,7 @@ def _flush(predictor, chunk: list[Row], writer: PredictionWriter, counts: dict, 
         else:
             counts["predicted"] += 1
             counts["truncated"] += prediction.truncated
+            counts["unsure"] += prediction.unsure
             counts["drift"].add(prediction)
     writer.fh.flush()
 

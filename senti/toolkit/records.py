@@ -10,17 +10,41 @@ from typing import ClassVar
 
 from senti.core import layout
 from senti.core.artifacts import ArtifactMeta, Record, Setting
+from senti.core.calibration import CalibrationFigures
 from senti.core.checkpoint import EvalPoint, ModelSource
 from senti.core.runtime import RuntimeRecord
 
 
 @dataclass
 class Score(Record):
-    """Accuracy and macro-F1 on a set of texts."""
+    """Accuracy and macro-F1 on a set of texts (and, for an evaluation, how well its probabilities are calibrated)."""
 
     accuracy: float
     macro_f1: float
     n: int | None = None
+    calibration: CalibrationFigures | None = None
+
+
+@dataclass
+class AbstainFigures(Record):
+    """An export's abstention threshold on the texts scored: the share it answered and how often those were right."""
+
+    threshold: float
+    target: str
+    coverage: float
+    precision: float
+    unsure: int
+
+
+@dataclass
+class ScoreCalibration(Record):
+    """A model's probabilities on the texts scored: as the plain softmax (`raw`) and with the model's calibration
+    (`calibrated`, None for a model without one), and its abstention threshold's figures when it has one."""
+
+    raw: CalibrationFigures
+    calibrated: CalibrationFigures | None = None
+    temperature: float | None = None
+    abstain: AbstainFigures | None = None
 
 
 @dataclass
@@ -372,6 +396,7 @@ class ScoredFigures:
     # texts the model was trained on among those scored, accuracy on them and on the rest
     seen_in_training: SeenFigures | None = None
     baseline: BaselineFigures | None = None
+    calibration: ScoreCalibration | None = None
 
 
 @dataclass

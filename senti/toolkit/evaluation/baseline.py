@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 
+from senti.core.calibration import figures
 from senti.toolkit.evaluation.metrics import classification_metrics
 
 DESCRIPTION = "char 1-3-gram TF-IDF + logistic regression (C=10)"
@@ -47,7 +48,9 @@ def baseline_figures(train_texts, train_labels, label_names, scored: dict[str, t
                     "train_rows": len(train_texts)}
     index = {lab: i for i, lab in enumerate(label_names)}
     for name, (texts, labels) in scored.items():
-        predicted = baseline_probabilities(pipeline, texts, len(label_names)).argmax(1)
-        result = classification_metrics([index[lab] for lab in labels], predicted, label_names)
-        record[name] = {"accuracy": result["accuracy"], "macro_f1": result["macro_f1"], "n": result["n"]}
+        probabilities = baseline_probabilities(pipeline, texts, len(label_names))
+        gold = np.array([index[lab] for lab in labels], dtype=np.int64)
+        result = classification_metrics(gold, probabilities.argmax(1), label_names)
+        record[name] = {"accuracy": result["accuracy"], "macro_f1": result["macro_f1"], "n": result["n"],
+                        "calibration": figures(probabilities, gold).to_json() if len(gold) else None}
     return record

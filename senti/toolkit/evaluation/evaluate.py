@@ -11,7 +11,14 @@ from senti.core.batching import logits_in_order
 from senti.core.errors import SentiError
 from senti.toolkit.data.seen import seen_figures, seen_mask
 from senti.toolkit.evaluation.metrics import classification_metrics
-from senti.toolkit.records import AspectEvalRecord, DomainReport, EvalRecord, PairFigures
+from senti.toolkit.records import (
+    AbstainFigures,
+    AspectEvalRecord,
+    DomainReport,
+    EvalRecord,
+    PairFigures,
+    ScoreCalibration,
+)
 
 
 def predict_logits(model, encoded, batch_size: int = 64, pad_id: int | None = None, parts: bool = False):
@@ -114,12 +121,16 @@ class Scorer:
             self.predictor = Predictor.load(model_dir, backend=backend)
             self.labels, self.backend = self.predictor.labels, self.predictor.backend_name
             self.recipe = self.predictor.meta.data
+            self.calibration, self.abstain = self.predictor.calibration, self.predictor.abstain
         else:
             from senti.core.checkpoint import load_checkpoint
 
             self.model, self.tokenizer, meta = load_checkpoint(self.folder, trust_pickle)
             self.labels, self.backend, self.recipe = meta.labels, "paddle dynamic graph", meta.data
             self.max_seq_len = meta.max_seq_len
+            self.calibration, self.abstain = meta.calibration, None
+        # each scored group's (plain softmax, calibrated probabilities, gold ids), for the plots
+        self.scored: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         from senti.core.aspects import head_aspects
 
         self.heads = head_aspects(self.labels)  # the aspects of a model with aspect heads, else None
@@ -141,10 +152,18 @@ class Scorer:
         encoded, cut = encode_marking_cuts(self.tokenizer, texts, self.max_seq_len)
         return predict_logits(self.model, encoded, self.batch_size), np.asarray(cut, dtype=bool)
 
-    def predict(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(predicted label indices, whether each text was truncated)."""
+    def probabilities(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the plain softmax, the probabilities the model answers with its calibration, whether each text was
+        truncated)."""
+        from senti.core.calibration import calibrated_probabilities
+
         logits, cut = self.logits(texts)
-        return logits.argmax(1), cut
+        return calibrated_probabilities(logits, None), calibrated_probabilities(logits, self.calibration), cut
+
+    def predict(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(predicted label indices, whether each text was truncated): the answers the model gives."""
+        _, probs, cut = self.probabilities(texts)
+        return probs.argmax(1), cut
 
     def score(self, rows) -> dict:
         """Accuracy, macro-F1, per class, confusion matrix, truncation and the training-text overlap on `rows`."""
@@ -155,18 +174,37 @@ class Scorer:
         scored one by one took most of a minute)."""
         rows = [e for group in groups.values() for e in group]
         texts = [e.text for e in rows]
-        predicted, cut = self.predict(texts)
+        raw, probs, cut = self.probabilities(texts)
+        predicted = probs.argmax(1)
         gold = np.array([self.labels.index(e.label) for e in rows])
         seen = seen_mask(self.folder, texts)
         results, start = {}, 0
         for name, group in groups.items():
             part = slice(start, start + len(group))
             start += len(group)
+            self.scored[name] = (raw[part], probs[part], gold[part])
             results[name] = {**classification_metrics(gold[part], predicted[part], self.labels),
                              "truncated_texts": int(cut[part].sum()),
                              "seen_in_training": None if seen is None else
-                             seen_figures(seen[part], gold[part], predicted[part])}
+                             seen_figures(seen[part], gold[part], predicted[part]),
+                             "calibration": self.calibration_figures(raw[part], probs[part], gold[part])}
         return results
+
+    def calibration_figures(self, raw: np.ndarray, probs: np.ndarray, gold: np.ndarray) -> ScoreCalibration:
+        """The probabilities' calibration on one group, plain and calibrated, and the abstention threshold's share
+        answered and precision there."""
+        from senti.core.calibration import figures, unsure_mask
+
+        abstain = None
+        if self.abstain is not None and len(gold):
+            unsure = unsure_mask(probs, self.abstain)
+            answered = ~unsure
+            precision = float((probs.argmax(1)[answered] == gold[answered]).mean()) if answered.any() else 0.0
+            abstain = AbstainFigures(self.abstain.threshold, self.abstain.target, float(answered.mean()), precision,
+                                     int(unsure.sum()))
+        return ScoreCalibration(raw=figures(raw, gold), calibrated=figures(probs, gold) if self.calibration else None,
+                                temperature=self.calibration.temperature if self.calibration else None,
+                                abstain=abstain)
 
 
 def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,

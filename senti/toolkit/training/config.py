@@ -113,6 +113,7 @@ class ClassifierConfig(RunConfig):
     dataset: str
     eval_every: int | None = None  # steps; None evaluates once per epoch
     early_stop: int | None = None  # evaluations without improvement before stopping
+    calibrate: bool = True  # fit a temperature on dev after training (toolkit.evaluation.calibrate)
 
     def checks(self) -> list[tuple[bool, str]]:
         return super().checks() + [

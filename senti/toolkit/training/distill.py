@@ -27,6 +27,7 @@ from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import training_hashes
 from senti.toolkit.data.splits import load_recipe, recorded_dataset
 from senti.toolkit.data.unlabeled import unlabeled_texts
+from senti.toolkit.evaluation.calibrate import calibrate_checkpoint
 from senti.toolkit.evaluation.evaluate import predict_logits
 from senti.toolkit.evaluation.metrics import classification_metrics
 from senti.toolkit.records import DataStats, DistillReport, DistillSide, ExtraTexts, TrainingMetrics
@@ -304,6 +305,8 @@ def run_distillation(config: DistillConfig, say=print, progress=None) -> Distill
     run.run()
     if not run.main:  # rank 0 alone has the checkpoint (and writes the report)
         return None
+    if config.calibrate:
+        calibrate_checkpoint(run.out, say, config.trust_pickle)
     report = _report(run)
     report.write(run.out)
     return report

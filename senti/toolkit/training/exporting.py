@@ -12,7 +12,7 @@ from senti.core.errors import SentiError
 from senti.toolkit.data.splits import recorded_splits
 
 
-def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list[str], list, SplitRecipe, list[str]]:
+def export_texts(model_dir: Path, dataset: str | None, limit: int | None) -> tuple[list[str], list, SplitRecipe, list[str]]:
     """Parity texts and their labels (the dev split, at most `limit`; for aspect heads each text's list of
     "aspect/polarity" labels), the split recipe, and calibration texts (the training split): of the checkpoint's own
     data unless `dataset` names another one."""
@@ -31,7 +31,7 @@ def export_texts(model_dir: Path, dataset: str | None, limit: int) -> tuple[list
             [e.text for e in splits.train[:CALIBRATION_TEXTS]])
 
 
-def aspect_texts(model_dir: Path, recipe: SplitRecipe | None, names: list[str], dataset: str | None, limit: int
+def aspect_texts(model_dir: Path, recipe: SplitRecipe | None, names: list[str], dataset: str | None, limit: int | None
                  ) -> tuple[list[str], list, SplitRecipe, list[str]]:
     """`export_texts` for aspect heads: the dev texts with each one's "aspect/polarity" labels."""
     from senti.core.aspects import HEAD_SEPARATOR
@@ -49,5 +49,7 @@ def export_checkpoint(config, dataset: str | None = None, parity_samples: int = 
     the export's metadata as written."""
     from senti.export.pipeline import export_model
 
-    texts, gold, recipe, calibration = export_texts(Path(config.model), dataset, parity_samples)
+    # an abstention threshold is chosen on the whole dev split, not a sample of it
+    limit = None if config.abstain else parity_samples
+    texts, gold, recipe, calibration = export_texts(Path(config.model), dataset, limit)
     return export_model(config, texts, gold, say=say, data=recipe, calibration_texts=calibration)

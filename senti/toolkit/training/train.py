@@ -14,6 +14,7 @@ from senti.core.errors import SentiError
 from senti.toolkit.data.batching import encode_texts
 from senti.toolkit.data.seen import hashes_of, read_hashes, training_hashes
 from senti.toolkit.data.splits import data_fingerprint, load_recipe, recorded_dataset
+from senti.toolkit.evaluation.calibrate import calibrate_checkpoint
 from senti.toolkit.records import BaselineFigures, DataStats, TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
 from senti.toolkit.training.config import TrainConfig
@@ -275,7 +276,11 @@ def run_training(config: TrainConfig, say=print, progress=None) -> TrainingMetri
         from senti.toolkit.training.aspect_heads import run_aspect_training
 
         return run_aspect_training(config, say, progress)
-    return TrainRun(config, lambda: default_lr(config.model), say, progress).run()
+    run = TrainRun(config, lambda: default_lr(config.model), say, progress)
+    metrics = run.run()
+    if run.main and config.calibrate:
+        calibrate_checkpoint(run.out, say, config.trust_pickle)
+    return metrics
 
 
 def hold_encoder(model) -> int:
