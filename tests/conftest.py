@@ -49,9 +49,10 @@ def tiny_checkpoint(_trained_checkpoint, tmp_path) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="session")
 def _exported(_trained_checkpoint, tmp_path_factory):
-    """(export folder, export.json) of the session's tiny model, every format; read-only by convention."""
+    """(export folder, export.json) of the session's tiny model, every format, its calibration (fitted on the 120 dev
+    texts after training) and an abstention threshold for 80% coverage of the parity texts; read-only by convention."""
     out = tmp_path_factory.mktemp("export") / "tiny"
-    record = export_tiny(_trained_checkpoint / "checkpoint", out, quantize="int8", fp16=True)
+    record = export_tiny(_trained_checkpoint / "checkpoint", out, quantize="int8", fp16=True, abstain="coverage=0.8")
     return out, record
 
 

@@ -99,7 +99,7 @@ def unsure_mask(probabilities: np.ndarray, abstention: Abstention | None) -> np.
 
 def log_loss(probabilities: np.ndarray, gold: np.ndarray) -> float:
     p = np.clip(np.asarray(probabilities, dtype=np.float64)[np.arange(len(gold)), gold], 1e-15, 1.0)
-    return float(-np.log(p).mean())
+    return max(0.0, float(-np.log(p).mean()))  # never -0.0
 
 
 def brier(probabilities: np.ndarray, gold: np.ndarray) -> float:
@@ -250,16 +250,17 @@ def _held_out_loss(logits: np.ndarray, gold: np.ndarray, method: str, seed: int 
     return float(sum(losses) / len(gold))
 
 
-def fit_calibration(logits: np.ndarray, gold: np.ndarray, method: str = "auto", fitted_on: str = "dev") -> Calibration:
+def fit_calibration(logits: np.ndarray, gold: np.ndarray, method: str = "auto", fitted_on: str = "dev",
+                    min_texts: int = MIN_CALIBRATION_TEXTS) -> Calibration:
     """The calibration of `logits` [texts, classes] fitted on the class ids `gold` by log-loss: a temperature, or
     with `method="vector"` a temperature and per-class biases; `auto` keeps vector scaling only where it has the
     cross-validated log-loss lower by VECTOR_MARGIN on these texts, and never for two classes (where a bias only
-    moves the decision threshold). SentiError when there are too few texts."""
+    moves the decision threshold). SentiError when there are fewer than `min_texts` texts (an experiment measuring
+    what a few labels do may lower it)."""
     logits = np.asarray(logits, dtype=np.float64)
     gold = np.asarray(gold, dtype=np.int64)
-    if len(gold) < MIN_CALIBRATION_TEXTS:
-        raise SentiError(f"calibration needs at least {MIN_CALIBRATION_TEXTS} labelled {fitted_on} texts; "
-                         f"got {len(gold)}")
+    if len(gold) < min_texts:
+        raise SentiError(f"calibration needs at least {min_texts} labelled {fitted_on} texts; got {len(gold)}")
     if method not in ("auto", *CALIBRATION_METHODS):
         raise SentiError(f"calibration method must be auto, {' or '.join(CALIBRATION_METHODS)}; got '{method}'")
     if method == "auto":  # two classes: a bias is a moved decision threshold, which dev already chose for accuracy

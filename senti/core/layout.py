@@ -37,6 +37,12 @@ def eval_domains(split: str) -> str:
     return f"eval_domains_{split}.json"
 
 
+def eval_plot(output: str, kind: str) -> str:
+    """`senti eval`'s plots beside its JSON output `output` (a file name): `kind` calibration (the reliability
+    diagram) or risk_coverage: eval_test.json -> eval_test.calibration.png."""
+    return f"{output.removesuffix('.json')}.{kind}.png"
+
+
 PADDLENLP_CONFIG = "config.json"  # written by PaddleNLP 2.8 save_pretrained
 PADDLENLP_SAFE_WEIGHTS = "model.safetensors"  # what senti writes: loading it cannot run code
 PADDLENLP_WEIGHTS = "model_state.pdparams"  # a pickle: loaded only when the user passes --trust-pickle

@@ -102,8 +102,6 @@ class UnsureQueue:
 
     def __init__(self, path: Path | str, labels: list[str]):
         path = Path(path)
-        if path.suffix.lower() != ".jsonl":
-            raise DataError(f"{path}: the unsure queue is written as JSONL (senti label reads it); name it .jsonl")
         self.path, self.labels, self.rows = path, labels, 0
         self.stale = remove_stale_work(path.parent, path.name, "partial")
         self.partial = path.with_name(layout.work_prefix(path.name, "partial") + "out")
@@ -129,6 +127,19 @@ class UnsureQueue:
     def abort(self) -> None:
         self.fh.close()
         self.partial.unlink(missing_ok=True)
+
+
+def check_unsure_output(predictor, src: Path | str, dst: Path | str, queue: Path | str) -> None:
+    """Refuse, before anything is scored, an unsure queue that cannot be written or would mean nothing."""
+    if predictor.abstain is None:
+        raise DataError(f"{predictor.export_dir}: this export has no abstention threshold, so no answer is unsure; "
+                        "export it with --abstain precision=P (or coverage=C) for --unsure-output")
+    if str(queue) == STDIO or Path(queue).suffix.lower() != ".jsonl":
+        raise DataError(f"--unsure-output {queue}: the unsure queue is written as JSONL (senti label reads it); "
+                        "name a .jsonl file")
+    check_output(src, queue, suffixes=(".jsonl",), holds="the unsure queue")
+    if str(dst) != STDIO and Path(queue).resolve() == Path(dst).resolve():
+        raise DataError(f"--unsure-output {queue}: give a file of its own, not the --output file")
 
 
 def _free_names(record: dict, names: tuple[str, ...]) -> dict[str, str]:
@@ -184,12 +195,7 @@ def predict_file(predictor, src: Path | str, dst: Path | str, batch_size: int = 
     text_column, id_column, input_format = columns.text, columns.id, columns.input_format
     check_output(src, dst)
     if unsure_output is not None:
-        if predictor.abstain is None:
-            raise DataError(f"{predictor.export_dir}: this export has no abstention threshold, so no answer is "
-                            "unsure; export it with --abstain precision=P (or coverage=C) for --unsure-output")
-        check_output(src, unsure_output, suffixes=(".jsonl",), holds="the unsure queue")
-        if str(unsure_output) == STDIO or Path(unsure_output).resolve() == Path(str(dst)).resolve():
-            raise DataError(f"--unsure-output {unsure_output}: give a file of its own, not the output")
+        check_unsure_output(predictor, src, dst, unsure_output)
     kind = input_format or (".txt" if str(src) == STDIO else Path(src).suffix.lower())
     if id_column and kind == ".txt":
         raise DataError(f"--id-column {id_column}: a .txt input has no columns; give a .tsv, .csv or .jsonl file")

@@ -82,16 +82,23 @@ def test_the_page_scores_in_the_browser_as_senti_serving_does(site, _exported, b
         browser.find_element(By.ID, "score").click()
         WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "label").text != "-")
         python = Predictor.load(_exported[0], backend="onnx")
-        assert browser.find_element(By.ID, "label").text == python.predict(["服务态度极差，再也不买了"])[0].label
+        said = python.predict(["服务态度极差，再也不买了"])[0]
+        assert browser.find_element(By.ID, "label").text == said.label + (" (unsure)" if said.unsure else "")
         assert len(browser.find_elements(By.CSS_SELECTOR, "#probabilities tr")) == len(python.labels)
-        # the export's parity sample and more, scored in the page: the labels senti.serving gives
+        assert "calibrated, temperature" in status and "unsure below" in status  # the export's scores, stated
+        # the export's parity sample and more, scored in the page: senti.serving's labels, calibrated
+        # probabilities (within 1e-6) and unsure flags
         meta = json.loads((_exported[0] / "export.json").read_text(encoding="utf-8"))
         texts = meta["parity_sample"]["texts"] + [t for _, t in PARITY[:60]]
         page = browser.execute_async_script(
             "const done = arguments[arguments.length - 1];"
-            "window.senti.predict(arguments[0]).then((p) => done(p.map((x) => x.label)), (e) => done(String(e)));",
-            texts)
-        assert page == [p.label for p in python.predict(texts)]
+            "window.senti.predict(arguments[0]).then((p) => done(p.map((x) => [x.label, x.probabilities, x.unsure])),"
+            " (e) => done(String(e)));", texts)
+        answers = python.predict(texts)
+        assert [p[0] for p in page] == [a.label for a in answers]
+        assert [p[2] for p in page] == [a.unsure for a in answers] and any(a.unsure for a in answers)
+        assert max(abs(p[1][lab] - a.probabilities[lab]) for p, a in zip(page, answers) for lab in python.labels) \
+            < 1e-6
         outside = [u for u in requested_urls(browser) if not u.startswith(base) and not u.startswith("data:")]
         assert outside == []  # nothing from a CDN or anywhere else
     finally:

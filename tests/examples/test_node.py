@@ -83,8 +83,11 @@ def test_node_scores_as_senti_serving_does(node_example, _exported, fmt):
     assert [a["truncated"] for a in node] == [p.truncated for p in python]
     got = np.array([[a["probabilities"][lab] for lab in predictor.labels] for a in node])
     want = np.array([[p.probabilities[lab] for lab in predictor.labels] for p in python])
-    # fp32 within the export's parity tolerance; the INT8 model's kernels differ a little between ORT builds
-    assert np.abs(got - want).max() <= (1e-4 if fmt == "onnx" else 1e-3), np.abs(got - want).max()
+    # the export's calibrated probabilities: fp32 to 1e-6; the INT8 model's kernels differ a little between ORT builds
+    assert predictor.calibration is not None
+    assert np.abs(got - want).max() <= (1e-6 if fmt == "onnx" else 1e-3), np.abs(got - want).max()
+    if fmt == "onnx":  # the same flag wherever the probability is the same
+        assert [a["unsure"] for a in node] == [p.unsure for p in python] and any(p.unsure for p in python)
 
 
 def test_node_scores_a_model_with_its_own_unigram_tokenizer_as_senti_serving_does(node_example, tmp_path):
@@ -136,16 +139,28 @@ def test_node_refuses_what_senti_serving_refuses(node_example, _exported, tmp_pa
 @pytest.mark.parametrize("field,value,message", [
     ("max_seq_len", 4096, "max_seq_len must be between 8 and 2048; got 4096"),
     ("cls_token", "[NOPE]", "cls_token \"[NOPE]\" is not in tokenizer.json"),
+    ("temperature", 0, "calibration temperature must be a positive finite number; got 0"),
+    ("temperature", -2, "calibration temperature must be a positive finite number; got -2"),
+    ("temperature", "hot", "calibration temperature must be a positive finite number; got \"hot\""),
+    ("threshold", 1.5, "abstention threshold must be a number in [0, 1]; got 1.5"),
 ])
 def test_node_refuses_a_length_or_a_token_senti_serving_would_not_load(node_example, _exported, tmp_path, field,
                                                                         value, message):
     """Node loaded max_seq_len 4096 (Python refuses it) and a long text then killed it; an unknown cls_token said
-    `Cannot convert undefined to a BigInt`."""
+    `Cannot convert undefined to a BigInt`; a temperature or threshold Python refuses is refused here too."""
+    from senti.core.errors import ArtifactError
+    from senti.serving import Predictor
+
     export, _ = _exported
     bad = tmp_path / "bad"
     shutil.copytree(export, bad)
     meta = json.loads((bad / "export.json").read_text(encoding="utf-8"))
-    (meta["tokenizer"] if field == "cls_token" else meta)[field] = value
+    where = {"cls_token": meta["tokenizer"], "temperature": meta["calibration"], "threshold": meta["abstain"]}
+    where.get(field, meta)[field] = value
+    if field in ("temperature", "threshold"):
+        (bad / "export.json").write_text(json.dumps(meta), encoding="utf-8")
+        with pytest.raises(ArtifactError, match="must be a"):  # Python refuses the same file
+            Predictor.load(bad, backend="onnx")
     (bad / "export.json").write_text(json.dumps(meta), encoding="utf-8")
     done = subprocess.run(["node", str(node_example / "cli.mjs"), str(bad)], input="好\n", capture_output=True,
                           text=True, timeout=300)

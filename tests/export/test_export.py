@@ -219,3 +219,30 @@ def test_export_cli(tiny_checkpoint, tmp_path):
     assert "export parity on 50 dev texts" in result.output
     result = runner.invoke(app, ["export", "--model", str(tmp_path), "--output-dir", str(tmp_path / "f")])
     assert result.exit_code == 2 and "not a senti checkpoint" in result.output
+
+
+def test_the_triton_client_recipe_answers_as_senti_serving_does(_exported):
+    """examples/triton/client.py's steps (tokenizer.json, a padded batch, the ONNX model, `answers`) with ONNX Runtime
+    standing in for the Triton server: the calibrated probabilities and unsure flags senti.serving gives."""
+    import runpy
+
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    from senti.serving import Predictor
+
+    out, record = _exported
+    recipe = runpy.run_path(str(Path(__file__).resolve().parents[2] / "examples" / "triton" / "client.py"))
+    texts = [t for _, t in PARITY[:64]]
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+    tok.enable_padding(pad_id=record["tokenizer"]["pad_token_id"])
+    ids = np.array([e.ids for e in tok.encode_batch(texts)], dtype=np.int64)
+    session = ort.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
+    logits = session.run(None, {"input_ids": ids, "token_type_ids": np.zeros_like(ids)})[0]
+    got = recipe["answers"](logits, record)
+    want = Predictor.load(out, backend="onnx").predict(texts)
+    assert record["calibration"] is not None and record["abstain"] is not None
+    assert [g["label"] for g in got] == [w.label for w in want]
+    assert [g["unsure"] for g in got] == [w.unsure for w in want]
+    assert max(abs(g["probabilities"][lab] - w.probabilities[lab]) for g, w in zip(got, want)
+               for lab in record["labels"]) < 1e-5  # a padded batch against one text a call

@@ -13,6 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
+from senti.core.calibration import calibrated_probabilities
 from senti.core.errors import ArtifactError, SentiError
 from senti.core.sequence import text_budget
 from senti.serving import Predictor
@@ -94,7 +95,7 @@ def test_predictor_matches_the_dynamic_graph(_exported, _trained_checkpoint, bac
     with paddle.no_grad():
         expected = [model(paddle.to_tensor([tokenizer(t)["input_ids"]])).numpy()[0] for t in texts]
     probs = np.array([[p.probabilities[lab] for lab in record["labels"]] for p in predictions])
-    want = np.exp(expected) / np.exp(expected).sum(1, keepdims=True)
+    want = calibrated_probabilities(np.array(expected), predictor.calibration)  # the export's temperature
     assert np.abs(probs - want).max() < (0.05 if backend in ("onnx-int8", "onnx-int8-static", "onnx-fp16") else 1e-4)
     assert [p.label for p in predictions][:5] == [record["labels"][int(np.argmax(e))] for e in expected][:5]
     assert all(p.score == max(p.probabilities.values()) for p in predictions)
@@ -153,7 +154,7 @@ def test_sliding_window_averages_the_windows(_exported):
     starts = [0, 63, 126, 189, 234]
     pieces = [[window.tokenizer.cls_id, *ids[s : s + 126], window.tokenizer.sep_id] for s in starts]
     logits = np.stack([window.backend(np.array([p]), np.zeros((1, 128), dtype=np.int64))[0] for p in pieces])
-    probs = np.exp(logits.mean(0)) / np.exp(logits.mean(0)).sum()
+    probs = calibrated_probabilities(logits.mean(0, keepdims=True), window.calibration)[0]  # the export's temperature
     assert [result.probabilities[k] for k in window.labels] == pytest.approx(probs.tolist(), abs=1e-5)
 
 

@@ -207,15 +207,33 @@ class Scorer:
                                 abstain=abstain)
 
 
+def write_plots(scorer: Scorer, output: Path) -> list[Path]:
+    """The reliability diagram and the risk-coverage curve of what `scorer` last scored, beside `output` (the
+    evaluation's JSON file): `eval_test.calibration.png`, `eval_test.risk_coverage.png`."""
+    from senti.core import layout
+    from senti.toolkit.evaluation.plots import plot_reliability, plot_risk_coverage
+
+    scored = {name: group for name, group in scorer.scored.items() if len(group[2])}
+    if not scored:
+        return []
+    output = Path(output)
+    paths = [output.with_name(layout.eval_plot(output.name, kind)) for kind in ("calibration", "risk_coverage")]
+    plot_reliability(scored, paths[0], scorer.calibration is not None)
+    plot_risk_coverage(scored, paths[1])
+    return paths
+
+
 def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
                    trust_pickle: bool = False, backend: str = "auto", baseline: bool = True,
-                   seed: int | None = None) -> EvalRecord:
+                   seed: int | None = None, plots: Path | None = None) -> EvalRecord:
     """Score a checkpoint (dynamic graph) or an export folder (its serving runtime) on one split of the data it
     was trained on (cut as in training), of `dataset`, or on every row (`split="all"`); the record eval_<split>.json
-    holds."""
+    holds. `plots`: the JSON file the record goes to, beside which the calibration plots are drawn."""
     scorer = Scorer(model_dir, batch_size, trust_pickle, backend).sentence_only()
     rows, data = _rows_to_score(scorer.labels, scorer.recipe, dataset, split, scorer.folder, seed)
     result = scorer.score(rows)
+    if plots is not None:
+        write_plots(scorer, plots)
     if baseline:
         record = baseline_beside(scorer.folder, scorer.recipe, dataset, {"scored": rows}, scorer.labels, seed)
         result["baseline"] = record
@@ -297,7 +315,7 @@ def domain_rows(datasets: list[str], split: str, labels: list[str], where: Path,
 
 
 def evaluate_domains(scorer: Scorer, datasets: list[str], split: str = "test", baseline: bool = True,
-                     seed: int | None = None, group_by: str | None = None) -> DomainReport:
+                     seed: int | None = None, group_by: str | None = None, plots: Path | None = None) -> DomainReport:
     """One model (`scorer`) on several domains: each dataset's `split` (or one file's rows grouped by `group_by`),
     with accuracy, macro-F1, the baseline (fitted once, on the model's own training split) and how many texts the
     model had seen, per domain. A shop running one model over many product kinds reads this table first."""
@@ -306,6 +324,8 @@ def evaluate_domains(scorer: Scorer, datasets: list[str], split: str = "test", b
     record = baseline_beside(scorer.folder, scorer.recipe, datasets[0], domains, scorer.labels, seed) if baseline \
         else None
     results = scorer.score_groups(domains)
+    if plots is not None:
+        write_plots(scorer, plots)
     for name, result in results.items():
         if record is not None:
             result["baseline"] = {**{k: record[k] for k in ("model", "fit_seconds", "train_rows", "skipped")

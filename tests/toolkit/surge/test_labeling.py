@@ -352,3 +352,39 @@ def test_the_readmes_label_command_takes_the_label_names_from_the_picks(tmp_path
     mixed.write_text("\n".join([json.dumps(record, ensure_ascii=False), *lines[1:]]) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match="say the label names"):
         open_job(mixed, tmp_path / "labels2.jsonl")
+
+
+def test_the_unsure_queue_of_senti_predict_opens_in_the_label_page(tmp_path, browser, label_server, _exported):
+    """`senti predict --unsure-output` writes the texts below the export's abstention threshold with the model's
+    guess; the label page opens that file as it opens picks, shows the guess, and logs the answer by the row's id."""
+    import sys
+
+    from senti.serving import Predictor
+
+    out, _ = _exported
+    rows = synthetic_rows(120, seed=43)
+    src = tmp_path / "surge.jsonl"
+    src.write_text("".join(json.dumps({"id": f"s{i}", "text": t}, ensure_ascii=False) + "\n"
+                           for i, (_, t) in enumerate(rows)), encoding="utf-8")
+    queue = tmp_path / "queue.jsonl"
+    done = subprocess.run([sys.executable, "-m", "senti.cli", "predict", "--model", str(out), "--input", str(src),
+                           "--output", str(tmp_path / "scored.jsonl"), "--unsure-output", str(queue)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = Predictor.load(out).predict([t for _, t in rows])
+    unsure = [(f"s{i}", a) for i, a in enumerate(answers) if a.unsure]
+    assert unsure and len(unsure) < len(rows)
+    log = tmp_path / "labels.jsonl"
+    base, _ = label_server(queue, log)
+    browser.execute_cdp_cmd("Network.enable", {})
+    browser.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {
+        "Authorization": "Basic " + base64.b64encode(f"me:{KEY}".encode()).decode()}})
+    browser.get(f"{base}/")
+    wait = WebDriverWait(browser, 30)
+    wait.until(lambda d: d.find_element(By.ID, "progress").text == f"0 / {len(unsure)}")
+    first_id, first = unsure[0]
+    assert browser.find_element(By.ID, "text").text == rows[int(first_id[1:])][1]
+    assert browser.find_element(By.ID, "guess-label").text == first.label
+    browser.find_element(By.TAG_NAME, "body").send_keys("a")  # the guess accepted
+    wait.until(lambda d: d.find_element(By.ID, "progress").text == f"1 / {len(unsure)}")
+    assert [(r["id"], r["answer"], r["label"]) for r in log_lines(log)] == [(first_id, "accept", first.label)]
