@@ -59,11 +59,14 @@ def prepared_export(model: Path, out: Path, abstain: str) -> Path:
     return export
 
 
-def rows_of(path: Path, labels: list[str]) -> tuple[list[str], np.ndarray]:
-    """A split file's texts and gold ids (0/1 in ChnSentiCorp's layout read as the model's label names)."""
-    from senti.toolkit.data.splits import load_all_rows
+def rows_of(predictor, dataset: str | None, split: str) -> tuple[list[str], np.ndarray]:
+    """A split's texts and gold ids: the model's own data cut as its recipe says (`dataset` None), or a folder's
+    split file (in ChnSentiCorp's layout 0/1 read as the model's label names), as `senti eval` reads them."""
+    from senti.toolkit.evaluation.evaluate import domain_rows
 
-    rows = [e for e in load_all_rows(str(path)) if e.label in labels]
+    labels = predictor.labels
+    rows = next(iter(domain_rows([dataset or predictor.meta.data.dataset], split, labels, predictor.export_dir,
+                                 predictor.meta.data if dataset is None else None).values()))
     return [e.text for e in rows], np.array([labels.index(e.label) for e in rows])
 
 
@@ -119,17 +122,17 @@ def main(argv: list[str] | None = None) -> None:
     export = prepared_export(Path(args.model), out, args.abstain)
     predictor = Predictor.load(export, backend="onnx")
     target = Target.parse(args.abstain)
-    data = Path(predictor.meta.data.dataset)
+    assert predictor.calibration and predictor.abstain and predictor.meta.data, "exported above with both"
     report: dict = {"model": str(Path(args.model).resolve()), "calibration": predictor.calibration.to_json(),
                     "abstain": predictor.abstain.to_json(), "sets": {}}
-    own = set_figures(predictor, *rows_of(data / "test.tsv", predictor.labels), target)
+    own = set_figures(predictor, *rows_of(predictor, None, "test"), target)
     own.pop("logits")
-    report["sets"][data.name] = own
+    report["sets"][Path(predictor.meta.data.dataset).name] = own
     for name in (args.domains.split(",") if args.root else []):
-        domain = Path(args.root) / name
-        test_texts, gold_test = rows_of(domain / "test.tsv", predictor.labels)
+        domain = str(Path(args.root) / name)
+        test_texts, gold_test = rows_of(predictor, domain, "test")
         result = set_figures(predictor, test_texts, gold_test, target)
-        dev_texts, gold_dev = rows_of(domain / "dev.tsv", predictor.labels)
+        dev_texts, gold_dev = rows_of(predictor, domain, "dev")
         result["refit"] = refits(predictor.logits(dev_texts, 64)[0], gold_dev, result.pop("logits"), gold_test,
                                  [int(s) for s in args.draws.split(",")], [int(s) for s in args.loop_labels.split(",")])
         report["sets"][name] = result

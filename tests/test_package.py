@@ -407,7 +407,7 @@ def test_each_settings_class_holds_only_what_its_command_uses():
     from senti.toolkit.training.pretrain import PretrainConfig
 
     classifier_only = {f.name for f in fields(ClassifierConfig)} - {f.name for f in fields(RunConfig)}
-    assert classifier_only == {"dataset", "eval_every", "early_stop"}
+    assert classifier_only == {"dataset", "eval_every", "early_stop", "calibrate"}  # calibrated on dev
     assert not classifier_only & {f.name for f in fields(PretrainConfig)}
 
 

@@ -365,6 +365,30 @@ class Abstention(Record):
 
 
 @dataclass
+class ReliabilityBin(Record):
+    lower: float
+    upper: float
+    texts: int
+    confidence: float
+    accuracy: float
+
+
+@dataclass
+class CalibrationFigures(Record):
+    """How well one set of probabilities keeps its promise on labelled texts."""
+
+    texts: int
+    accuracy: float
+    mean_confidence: float
+    ece: float  # equal-mass bins
+    ece_width: float  # equal-width bins
+    brier: float
+    log_loss: float
+    aurc: float
+    accuracy_at: dict[str, float]  # coverage ("0.8", "0.9", "0.95") -> accuracy on the most confident share
+
+
+@dataclass
 class ArtifactMeta:
     """Base of the metadata schemas: `FILE` inside the artifact folder, `KIND` for error messages."""
 

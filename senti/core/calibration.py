@@ -19,7 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from senti.core.artifacts import CALIBRATION_METHODS, Abstention, Calibration, Record
+from senti.core.artifacts import (
+    CALIBRATION_METHODS,
+    Abstention,
+    Calibration,
+    CalibrationFigures,
+    ReliabilityBin,
+)
 from senti.core.errors import SentiError
 
 BINS = 15  # bins of the expected calibration error and of the reliability diagram
@@ -110,15 +116,6 @@ def brier(probabilities: np.ndarray, gold: np.ndarray) -> float:
     return float(((probs - onehot) ** 2).sum(axis=1).mean())
 
 
-@dataclass
-class ReliabilityBin(Record):
-    lower: float
-    upper: float
-    texts: int
-    confidence: float
-    accuracy: float
-
-
 def reliability_bins(probabilities: np.ndarray, gold: np.ndarray, bins: int = BINS,
                      mass: bool = True) -> list[ReliabilityBin]:
     """The answers' top probability against how often they were right, in `bins` bins of equal mass (each about
@@ -166,21 +163,6 @@ def accuracy_at_coverage(probabilities: np.ndarray, gold: np.ndarray, coverage: 
     share, risk = risk_coverage(probabilities, gold)
     k = max(1, math.ceil(coverage * len(share) - 1e-9))
     return float(1.0 - risk[k - 1])
-
-
-@dataclass
-class CalibrationFigures(Record):
-    """How well one set of probabilities keeps its promise on labelled texts."""
-
-    texts: int
-    accuracy: float
-    mean_confidence: float
-    ece: float  # equal-mass bins
-    ece_width: float  # equal-width bins
-    brier: float
-    log_loss: float
-    aurc: float
-    accuracy_at: dict[str, float]  # coverage ("0.8", "0.9", "0.95") -> accuracy on the most confident share
 
 
 COVERAGES = (0.8, 0.9, 0.95)

@@ -258,10 +258,10 @@ class Scores:
 
 
 def _scores(config: ExportConfig, calibration: Calibration | None, labels: list[str]) -> Scores:
-    """The checkpoint's calibration as the export carries it (none with `calibrate` off or for aspect heads)."""
+    """The checkpoint's calibration as the export carries it (none with `calibrate` off)."""
     if config.abstain is not None and head_aspects(labels) is not None:
         raise ExportError("--abstain is for a sentence model; a model with aspect heads answers per aspect")
-    return Scores(calibration if config.calibrate and head_aspects(labels) is None else None)
+    return Scores(calibration if config.calibrate else None)
 
 
 def _choose_abstention(config: ExportConfig, scores: Scores, reference: Reference, say) -> Scores:

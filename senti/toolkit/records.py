@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from senti.core import layout
-from senti.core.artifacts import ArtifactMeta, Record, Setting
-from senti.core.calibration import CalibrationFigures
+from senti.core.artifacts import ArtifactMeta, CalibrationFigures, Record, Setting
 from senti.core.checkpoint import EvalPoint, ModelSource
 from senti.core.runtime import RuntimeRecord
 

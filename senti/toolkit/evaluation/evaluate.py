@@ -225,15 +225,19 @@ def write_plots(scorer: Scorer, output: Path) -> list[Path]:
 
 def evaluate_model(model_dir, dataset: str | None = None, split: str = "test", batch_size: int = 64,
                    trust_pickle: bool = False, backend: str = "auto", baseline: bool = True,
-                   seed: int | None = None, plots: Path | None = None) -> EvalRecord:
+                   seed: int | None = None) -> EvalRecord:
     """Score a checkpoint (dynamic graph) or an export folder (its serving runtime) on one split of the data it
     was trained on (cut as in training), of `dataset`, or on every row (`split="all"`); the record eval_<split>.json
-    holds. `plots`: the JSON file the record goes to, beside which the calibration plots are drawn."""
-    scorer = Scorer(model_dir, batch_size, trust_pickle, backend).sentence_only()
+    holds."""
+    return evaluate_split(Scorer(model_dir, batch_size, trust_pickle, backend), dataset, split, baseline, seed)
+
+
+def evaluate_split(scorer: Scorer, dataset: str | None = None, split: str = "test", baseline: bool = True,
+                   seed: int | None = None) -> EvalRecord:
+    """`evaluate_model` with the model loaded (`scorer`), which keeps what it scored for `write_plots`."""
+    scorer = scorer.sentence_only()
     rows, data = _rows_to_score(scorer.labels, scorer.recipe, dataset, split, scorer.folder, seed)
     result = scorer.score(rows)
-    if plots is not None:
-        write_plots(scorer, plots)
     if baseline:
         record = baseline_beside(scorer.folder, scorer.recipe, dataset, {"scored": rows}, scorer.labels, seed)
         result["baseline"] = record
@@ -254,6 +258,7 @@ def model_labels(folder: Path) -> list[str]:
 def evaluate_heads(scorer: Scorer, dataset: str | None = None, split: str = "test") -> AspectEvalRecord:
     """A model with aspect heads scored on one split of its aspect data (cut as in training) or of `dataset`:
     4-way accuracy, macro-F1 and mention F1 over the labelled pairs, overall and per aspect."""
+    from senti.core.calibration import scaled_logits
     from senti.export.parity import answers
     from senti.toolkit.data.aspect_units import gold_matrix, recorded_aspect_splits
     from senti.toolkit.evaluation.metrics import pair_figures
@@ -265,7 +270,8 @@ def evaluate_heads(scorer: Scorer, dataset: str | None = None, split: str = "tes
         raise SentiError(f"{source}: the {split} split holds no text")
     texts = parts[split]
     gold = gold_matrix(texts, scorer.heads)
-    said = answers(scorer.logits([t.text for t in texts])[0], len(scorer.heads))
+    # the answers the runtimes give: each head's argmax of its calibrated probabilities
+    said = answers(scaled_logits(scorer.logits([t.text for t in texts])[0], scorer.calibration), len(scorer.heads))
     per_aspect = {name: PairFigures.from_json(pair_figures(gold[:, [j]], said[:, [j]]))
                   for j, name in enumerate(scorer.heads)}
     return AspectEvalRecord(model=str(scorer.folder.resolve()), backend=scorer.backend, dataset=source, split=split,
@@ -315,7 +321,7 @@ def domain_rows(datasets: list[str], split: str, labels: list[str], where: Path,
 
 
 def evaluate_domains(scorer: Scorer, datasets: list[str], split: str = "test", baseline: bool = True,
-                     seed: int | None = None, group_by: str | None = None, plots: Path | None = None) -> DomainReport:
+                     seed: int | None = None, group_by: str | None = None) -> DomainReport:
     """One model (`scorer`) on several domains: each dataset's `split` (or one file's rows grouped by `group_by`),
     with accuracy, macro-F1, the baseline (fitted once, on the model's own training split) and how many texts the
     model had seen, per domain. A shop running one model over many product kinds reads this table first."""
@@ -324,8 +330,6 @@ def evaluate_domains(scorer: Scorer, datasets: list[str], split: str = "test", b
     record = baseline_beside(scorer.folder, scorer.recipe, datasets[0], domains, scorer.labels, seed) if baseline \
         else None
     results = scorer.score_groups(domains)
-    if plots is not None:
-        write_plots(scorer, plots)
     for name, result in results.items():
         if record is not None:
             result["baseline"] = {**{k: record[k] for k in ("model", "fit_seconds", "train_rows", "skipped")

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from senti.core.aspects import ASPECT_POLARITIES, Aspect, head_aspects
+from senti.core.calibration import calibrated_probabilities
 from senti.core.errors import DataError
 from senti.core.rows import read_rows
-from senti.core.scores import softmax
 from senti.serving.streaming import check_output
 
 NEAR_DUPLICATE = 0.5  # 3-gram Jaccard similarity at or above which `diverse` calls two texts the same
@@ -77,14 +77,16 @@ STRATEGIES = ("uncertainty", "diverse", "random")
 
 def load_scorer(model: Path, trust_pickle: bool = False):
     """(texts -> probabilities, labels, version) from an export folder (its serving runtime; the version answers
-    carry) or a checkpoint (dynamic graph; its folder's name), loaded once."""
+    carry) or a checkpoint (dynamic graph; its folder's name), loaded once; the probabilities calibrated as the
+    model's metadata says, as every runtime answers them."""
     from senti.core import layout
 
     if (Path(model) / layout.EXPORT_META).is_file():
         from senti.serving import Predictor
 
         predictor = Predictor.load(model)
-        return (lambda texts: softmax(predictor.logits(texts, 64)[0])), predictor.labels, predictor.version
+        return (lambda texts: predictor.probabilities(predictor.logits(texts, 64)[0])), predictor.labels, \
+            predictor.version
     from senti.core.checkpoint import load_checkpoint
     from senti.serving.tokenizer import FastTokenizer
     from senti.toolkit.evaluation.evaluate import predict_logits
@@ -95,7 +97,7 @@ def load_scorer(model: Path, trust_pickle: bool = False):
     fast = FastTokenizer.from_settings(Path(model), meta.tokenizer)
 
     def score(texts):
-        return softmax(predict_logits(net, fast(texts, meta.max_seq_len), 64))
+        return calibrated_probabilities(predict_logits(net, fast(texts, meta.max_seq_len), 64), meta.calibration)
 
     return score, meta.labels, f"checkpoint {Path(model).resolve().name}"
 

@@ -35,7 +35,7 @@ from senti.toolkit.evaluation.metrics import grouped, pair_figures
 from senti.toolkit.records import DataStats, TrainingMetrics
 from senti.toolkit.training.checkpoint import checkpoint_meta, versions
 from senti.toolkit.training.config import TrainConfig
-from senti.toolkit.training.models import build_model, default_lr, parent_meta, pretrained_folder
+from senti.toolkit.training.models import build_model, parent_meta, pretrained_folder
 from senti.toolkit.training.run import ClassifierRun, Step, balanced_weights, resolve_precision
 
 CLASSES = len(ASPECT_POLARITIES)
@@ -173,8 +173,3 @@ class AspectRun(ClassifierRun[TrainConfig]):
         log_loss = mean_log_loss(logits[keep], self.dev_gold[keep]) if keep.any() else None
         return EvalPoint(epoch=epoch, step=step, dev_accuracy=figures["accuracy"], dev_macro_f1=figures["macro_f1"],
                          dev_log_loss=log_loss, seconds=round(time.perf_counter() - self.started, 1))
-
-
-def run_aspect_training(config: TrainConfig, say=print, progress=None) -> TrainingMetrics:
-    """`senti train --aspects`: see the module's docstring."""
-    return AspectRun(config, lambda: default_lr(config.model), say, progress).run()

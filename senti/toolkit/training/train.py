@@ -273,10 +273,11 @@ def run_training(config: TrainConfig, say=print, progress=None) -> TrainingMetri
     """Train per `config`, keep the best dev checkpoint in `config.output_dir`, return the metrics (as metrics.json
     holds them). With `config.aspects`, a head per aspect (toolkit.training.aspect_heads)."""
     if config.aspects:
-        from senti.toolkit.training.aspect_heads import run_aspect_training
+        from senti.toolkit.training.aspect_heads import AspectRun
 
-        return run_aspect_training(config, say, progress)
-    run = TrainRun(config, lambda: default_lr(config.model), say, progress)
+        run: ClassifierRun = AspectRun(config, lambda: default_lr(config.model), say, progress)
+    else:
+        run = TrainRun(config, lambda: default_lr(config.model), say, progress)
     metrics = run.run()
     if run.main and config.calibrate:
         calibrate_checkpoint(run.out, say, config.trust_pickle)

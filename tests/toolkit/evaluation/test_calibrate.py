@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from senti.core import layout
@@ -113,3 +114,32 @@ def test_the_dev_chosen_threshold_holds_on_the_test_split_of_a_calibrated_export
     result = evaluate_model(tmp_path / "out", split="test", baseline=False)
     a = result.calibration.abstain
     assert a.threshold == record.abstain.threshold and 0.7 <= a.coverage <= 1.0
+
+
+def test_aspect_heads_share_one_fit_and_every_head_answers_its_calibrated_probabilities(tmp_path):
+    """One temperature (and per-polarity biases where they measure better) over every labelled dev pair, repeated for
+    each head: the export answers each head's four outputs as softmax(logits / T + b) within the head."""
+    from senti.core.aspects import ASPECT_POLARITIES, Aspect, head_aspects
+    from senti.core.calibration import scaled_logits
+    from senti.serving import Predictor
+    from senti.toolkit.evaluation.calibrate import head_dev_scores
+    from tests.helpers import train_aspect_heads
+
+    _, ckpt, export, _ = train_aspect_heads(tmp_path)
+    calibration = _meta(ckpt)["calibration"]
+    names = head_aspects(_meta(ckpt)["labels"])
+    logits, gold = head_dev_scores(ckpt, names)
+    assert calibration is not None and calibration["texts"] == len(gold) >= 100  # 60 dev texts x their aspects
+    assert calibration["bias"] is None or len(calibration["bias"]) == 4 * len(names)
+    predictor = Predictor.load(export, backend="onnx")
+    assert predictor.calibration is not None and predictor.calibration.temperature == calibration["temperature"]
+    texts = ["服务很好，菜很难吃。", "环境一般。"]
+    raw = predictor.logits(texts)[0]
+    want = np.exp(scaled_logits(raw, predictor.calibration).reshape(2, len(names), 4))
+    want /= want.sum(-1, keepdims=True)
+    answers = predictor.aspects(texts, [Aspect(n, ()) for n in names])
+    for i, row in enumerate(answers):
+        for j, name in enumerate(names):
+            assert row[name].polarity == ASPECT_POLARITIES[int(want[i, j].argmax())]
+            if row[name].score is not None:  # P(positive) among the head's four outputs
+                assert row[name].score == pytest.approx(want[i, j, 0], abs=1e-6)
