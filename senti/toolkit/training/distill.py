@@ -151,8 +151,10 @@ def build_student(spec: str, teacher, teacher_dir: Path, labels: list[str], max_
         ngram_buckets = int(getattr(t_cfg, "ngram_buckets", 0) or 0)
     if spec in STUDENT_PRESETS:
         shape = STUDENT_PRESETS[spec]
+        # the teacher's padding id: the vocabulary is the teacher's (a preset's 0 is `<s>` in an XLM-R vocabulary,
+        # and a student padding with it masked every text's first token and answered differently once served)
         student = classifier_class(ngram_buckets)(ernie_config(shape, t_cfg.vocab_size, labels, max_seq_len,
-                                                               ngram_buckets))
+                                                               ngram_buckets, int(t_cfg.pad_token_id or 0)))
         source = ModelSource("preset", preset=spec, shape=shape, ngram_buckets=ngram_buckets)
     elif Path(spec).expanduser().is_dir() and not is_checkpoint(Path(spec).expanduser()):
         path = Path(spec).expanduser()

@@ -99,7 +99,10 @@ def build_char_vocab(texts, min_freq: int = 1) -> list[str]:
     return SPECIAL_TOKENS + [p for p in pieces if p not in SPECIAL_TOKENS]
 
 
-def ernie_config(shape: str, vocab_size: int, labels: list[str], max_seq_len: int, ngram_buckets: int = 0):
+def ernie_config(shape: str, vocab_size: int, labels: list[str], max_seq_len: int, ngram_buckets: int = 0,
+                 pad_token_id: int = 0):
+    """A preset shape's config; `pad_token_id` the vocabulary's padding id (the attention mask reads it: a student of
+    an XLM-R teacher pads with 1, and 0 is its `<s>`)."""
     from paddlenlp.transformers import ErnieConfig
 
     layers, hidden, heads, ffn = SHAPES[shape]
@@ -107,7 +110,7 @@ def ernie_config(shape: str, vocab_size: int, labels: list[str], max_seq_len: in
         vocab_size=vocab_size,
         max_position_embeddings=max(512, max_seq_len),
         type_vocab_size=4,
-        pad_token_id=0,
+        pad_token_id=pad_token_id,
         num_labels=len(labels),
         id2label=dict(enumerate(labels)),
         label2id={lab: i for i, lab in enumerate(labels)},

@@ -76,13 +76,13 @@ def test_eval_by_group_scores_every_row_in_one_pass_and_shows_names_as_text(tiny
     data.write_text("".join(json.dumps({"text": t, "label": lab, "shop": s}, ensure_ascii=False) + "\n"
                             for (lab, t), s in zip(rows, names)), encoding="utf-8")
     passes = []
-    predict = evaluate.Scorer.predict
+    predict = evaluate.Scorer.probabilities
 
     def counted(self, texts):
         passes.append(len(texts))
         return predict(self, texts)
 
-    monkeypatch.setattr(evaluate.Scorer, "predict", counted)
+    monkeypatch.setattr(evaluate.Scorer, "probabilities", counted)
     out = tmp_path / "domains.json"
     result = CliRunner().invoke(app, ["eval", "--model", str(ckpt), "--dataset", str(data), "--group-by", "shop",
                                       "--output", str(out), "--no-baseline"])

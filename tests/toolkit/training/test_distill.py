@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -183,3 +184,17 @@ def test_soft_loss_is_the_kl_at_temperature_scaled_by_its_square():
         expected = (p_t * (np.log(p_t) - np.log(p_s))).sum(1).mean() * temperature**2
         got = float(soft_kl(LossInputs(paddle.to_tensor(student), paddle.to_tensor(teacher), None, temperature)))
         assert got == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_preset_student_pads_with_its_teachers_padding_id():
+    """A 3l-128h student of an e5-small (XLM-R) teacher was built with padding id 0, which is `<s>` there: it
+    masked every text's first token in training, and its export, padded with the tokenizer's `<pad>` (1) when
+    served, failed the parity sample at load (max |logit diff| 1.14)."""
+    from types import SimpleNamespace
+
+    from senti.toolkit.training.distill import build_student
+
+    for pad in (1, 0):
+        teacher = SimpleNamespace(config=SimpleNamespace(vocab_size=120, ngram_buckets=0, pad_token_id=pad))
+        student, _ = build_student("2l-128h", teacher, Path("unused"), ["negative", "positive"], 64, False)
+        assert student.config.pad_token_id == pad
