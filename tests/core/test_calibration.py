@@ -41,6 +41,8 @@ def test_a_fitted_temperature_brings_an_under_confident_model_to_its_accuracy_an
     assert expected_calibration_error(before, gold[test]) > 0.1
     assert expected_calibration_error(after, gold[test]) < 0.04  # on texts it was not fitted on
     assert (after.argmax(1) == before.argmax(1)).all()  # a temperature never changes which label wins
+    assert fitted.log_loss_after is not None and fitted.log_loss_before is not None
+    assert fitted.ece_after is not None and fitted.ece_before is not None
     assert fitted.log_loss_after < fitted.log_loss_before and fitted.ece_after < fitted.ece_before
     assert fitted.texts == 1000
 

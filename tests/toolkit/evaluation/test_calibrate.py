@@ -128,6 +128,7 @@ def test_aspect_heads_share_one_fit_and_every_head_answers_its_calibrated_probab
     _, ckpt, export, _ = train_aspect_heads(tmp_path)
     calibration = _meta(ckpt)["calibration"]
     names = head_aspects(_meta(ckpt)["labels"])
+    assert names is not None
     logits, gold = head_dev_scores(ckpt, names)
     assert calibration is not None and calibration["texts"] == len(gold) >= 100  # 60 dev texts x their aspects
     assert calibration["bias"] is None or len(calibration["bias"]) == 4 * len(names)
