@@ -27,7 +27,7 @@ from senti.core.artifacts import (
     ReliabilityBin,
 )
 from senti.core.errors import SentiError
-from senti.core.scores import confusion_matrix, macro_f1
+from senti.core.scores import confusion_matrix, log_softmax, macro_f1, softmax
 
 BINS = 15  # bins of the expected calibration error and of the reliability diagram
 # Fewer dev texts than this fit no temperature (a continuation then keeps its parent's): a temperature from 40
@@ -75,12 +75,6 @@ class Target:
         return MIN_THRESHOLD_TEXTS
 
 
-def _softmax64(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
-
-
 def scaled_logits(logits: np.ndarray, calibration: Calibration | None) -> np.ndarray:
     """The logits as calibration has them (float64): divided by the temperature, the biases added."""
     z = np.asarray(logits, dtype=np.float64)
@@ -92,7 +86,7 @@ def scaled_logits(logits: np.ndarray, calibration: Calibration | None) -> np.nda
 
 def calibrated_probabilities(logits: np.ndarray, calibration: Calibration | None) -> np.ndarray:
     """softmax(logits / temperature + bias) per row, in float64; the plain softmax when `calibration` is None."""
-    return _softmax64(scaled_logits(logits, calibration))
+    return softmax(scaled_logits(logits, calibration))  # float64 in, float64 out
 
 
 def unsure_mask(probabilities: np.ndarray, abstention: Abstention | None) -> np.ndarray:
@@ -207,9 +201,7 @@ def _fit_parameters(logits: np.ndarray, gold: np.ndarray, method: str) -> tuple[
         scaled = z * math.exp(-theta[0])
         if len(theta) > 1:
             scaled = scaled + np.concatenate([[0.0], theta[1:]])
-        shifted = scaled - scaled.max(1, keepdims=True)
-        log_p = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
-        return float(-(targets * log_p).sum(1).mean())
+        return float(-(targets * log_softmax(scaled)).sum(1).mean())
 
     best = minimize_scalar(lambda s: loss(np.array([s])), bounds=(lo, hi), method="bounded",
                            options={"xatol": 1e-7})
@@ -233,27 +225,29 @@ def _held_out_loss(logits: np.ndarray, gold: np.ndarray, method: str, seed: int 
     return float(sum(losses) / len(gold))
 
 
-def _vector_measures_better(logits: np.ndarray, gold: np.ndarray) -> bool:
-    """Vector scaling over a temperature, for three or more classes: its cross-validated log-loss is lower by
-    VECTOR_MARGIN and its answers lose no macro-F1 on dev. Biases fitted for log-loss pull the answers back toward
-    the training prior, undoing the logit adjustment that dev chose for macro-F1 (on six unbalanced classes they
-    cost 3 points of test macro-F1, docs/results/calibration.md). Two classes: never (a bias there only moves the
-    decision threshold, which dev already chose for accuracy)."""
+def _vector_fit(logits: np.ndarray, gold: np.ndarray) -> tuple[float, list[float] | None] | None:
+    """Vector scaling's (temperature, bias) where it measures better than a temperature alone, for three or more
+    classes: its cross-validated log-loss is lower by VECTOR_MARGIN and its answers lose no macro-F1 on dev; else
+    None. Biases fitted for log-loss pull the answers back toward the training prior, undoing the logit adjustment
+    that dev chose for macro-F1 (on six unbalanced classes they cost 2.8 points of test macro-F1,
+    docs/results/calibration.md). Two classes: never (a bias there only moves the decision threshold, which dev
+    already chose for accuracy)."""
     if logits.shape[1] <= 2:
-        return False
+        return None
     if _held_out_loss(logits, gold, "vector") >= (1 - VECTOR_MARGIN) * _held_out_loss(logits, gold, "temperature"):
-        return False
+        return None
     t, bias = _fit_parameters(logits, gold, "vector")
     k = logits.shape[1]
     moved = calibrated_probabilities(logits, Calibration(t, bias, "vector")).argmax(1)
-    return macro_f1(confusion_matrix(gold, moved, k)) >= macro_f1(confusion_matrix(gold, logits.argmax(1), k))
+    keeps = macro_f1(confusion_matrix(gold, moved, k)) >= macro_f1(confusion_matrix(gold, logits.argmax(1), k))
+    return (t, bias) if keeps else None
 
 
 def fit_calibration(logits: np.ndarray, gold: np.ndarray, method: str = "auto", fitted_on: str = "dev",
                     min_texts: int = MIN_CALIBRATION_TEXTS) -> Calibration:
     """The calibration of `logits` [texts, classes] fitted on the class ids `gold` by log-loss: a temperature, or
     with `method="vector"` a temperature and per-class biases; `auto` keeps vector scaling only where it measures
-    better (`_vector_measures_better`). SentiError when there are fewer than `min_texts` texts (an experiment measuring
+    better (`_vector_fit`). SentiError when there are fewer than `min_texts` texts (an experiment measuring
     what a few labels do may lower it)."""
     logits = np.asarray(logits, dtype=np.float64)
     gold = np.asarray(gold, dtype=np.int64)
@@ -261,11 +255,12 @@ def fit_calibration(logits: np.ndarray, gold: np.ndarray, method: str = "auto", 
         raise SentiError(f"calibration needs at least {min_texts} labelled {fitted_on} texts; got {len(gold)}")
     if method not in ("auto", *CALIBRATION_METHODS):
         raise SentiError(f"calibration method must be auto, {' or '.join(CALIBRATION_METHODS)}; got '{method}'")
+    vector = _vector_fit(logits, gold) if method == "auto" else None
     if method == "auto":
-        method = "vector" if _vector_measures_better(logits, gold) else "temperature"
-    temperature, bias = _fit_parameters(logits, gold, method)
+        method = "temperature" if vector is None else "vector"
+    temperature, bias = vector or _fit_parameters(logits, gold, method)
     fitted = Calibration(temperature, bias, method, texts=len(gold), fitted_on=fitted_on)
-    before, after = _softmax64(logits), calibrated_probabilities(logits, fitted)
+    before, after = softmax(logits), calibrated_probabilities(logits, fitted)
     fitted.log_loss_before, fitted.log_loss_after = log_loss(before, gold), log_loss(after, gold)
     fitted.ece_before = expected_calibration_error(before, gold)
     fitted.ece_after = expected_calibration_error(after, gold)

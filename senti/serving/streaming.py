@@ -112,7 +112,7 @@ class UnsureQueue:
             return
         record = dict(row.record) if isinstance(row.record, dict) else {}
         record.setdefault("text", row.text)
-        names = _free_names(record, ("line", "guess", "confidence", "reason", "labels"))
+        names = senti_names(record, ("line", "guess", "confidence", "reason", "labels"))
         record.update({names["line"]: row.line, names["guess"]: prediction.label,
                        names["confidence"]: round(prediction.score, 6),
                        names["reason"]: "unsure: below the export's abstention threshold",
@@ -142,13 +142,14 @@ def check_unsure_output(predictor, src: Path | str, dst: Path | str, queue: Path
         raise DataError(f"--unsure-output {queue}: give a file of its own, not the --output file")
 
 
-def _free_names(record: dict, names: tuple[str, ...]) -> dict[str, str]:
-    """senti's column names, each prefixed with `senti_` (as often as needed) where the input already uses it
-    (as senti select names its columns, so senti label finds them the same way)."""
+def senti_names(used, names) -> dict[str, str]:
+    """senti's column `names`, each prefixed with `senti_` (as often as needed) where the input already uses it
+    (`used`: the input's column names), so an input's own `label` or `line` is kept beside senti's (senti select
+    and the unsure queue write them; senti label reads them back)."""
     out = {}
     for name in names:
         free = name
-        while free in record:
+        while free in used:
             free = f"senti_{free}"
         out[name] = free
     return out

@@ -24,7 +24,7 @@ from senti.core.aspects import ASPECT_POLARITIES, Aspect, head_aspects
 from senti.core.calibration import calibrated_probabilities
 from senti.core.errors import DataError
 from senti.core.rows import read_rows
-from senti.serving.streaming import check_output
+from senti.serving.streaming import check_output, senti_names
 
 NEAR_DUPLICATE = 0.5  # 3-gram Jaccard similarity at or above which `diverse` calls two texts the same
 
@@ -321,15 +321,8 @@ def select_file(model: Path, src: Path, dst: Path, selection: Selection, text_co
 
 
 def _senti_names(records) -> dict[str, str]:
-    """senti's column names, each prefixed with `senti_` (as often as needed) where the input already uses it."""
-    used = {k for record in records for k in record}
-    names = {}
-    for name in (*SENTI_COLUMNS, LABELS_KEY):
-        out = name
-        while out in used:
-            out = f"senti_{out}"
-        names[name] = out
-    return names
+    """senti's column names for these picks: prefixed where any of the input's records uses the name."""
+    return senti_names({k for record in records for k in record}, (*SENTI_COLUMNS, LABELS_KEY))
 
 
 def _write(dst: Path, picked, labels: list[str]) -> None:
