@@ -10,6 +10,7 @@ import typer
 
 from senti.cli import (
     aspects,
+    audit,
     bench,
     convert,
     distill,
@@ -30,7 +31,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-for group in (convert, pretrain, train, distill, evaluate, export, predict, aspects, select, label, serve, info):
+for group in (convert, pretrain, train, distill, evaluate, audit, export, predict, aspects, select, label, serve, info):
     app.add_typer(group.app)
 app.add_typer(bench.app, name="bench")
 

@@ -43,6 +43,11 @@ def eval_plot(output: str, kind: str) -> str:
     return f"{output.removesuffix('.json')}.{kind}.png"
 
 
+# A `senti audit` output folder: the suspects (one JSON line each, largest margin first) and the noise figures.
+AUDIT_SUSPECTS = "suspects.jsonl"
+AUDIT_REPORT = "audit.json"
+
+
 PADDLENLP_CONFIG = "config.json"  # written by PaddleNLP 2.8 save_pretrained
 PADDLENLP_SAFE_WEIGHTS = "model.safetensors"  # what senti writes: loading it cannot run code
 PADDLENLP_WEIGHTS = "model_state.pdparams"  # a pickle: loaded only when the user passes --trust-pickle

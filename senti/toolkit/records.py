@@ -428,3 +428,40 @@ class EvalRecord(SplitScored, ScoredFigures):
     KIND: ClassVar[str] = "evaluation"
 
     data: ScoredData | None = None  # how the split was cut (dataset, seed, columns)
+
+
+@dataclass
+class ClassNoise(Record):
+    """One label's rows in an audit: how many were given it, its self-confidence threshold, the share the joint
+    estimates wrong, and how many of them are suspects."""
+
+    given: int
+    threshold: float
+    noise: float
+    suspects: int
+
+
+@dataclass
+class AuditReport(ArtifactMeta):
+    """`audit.json` of `senti audit`: where the out-of-fold probabilities came from, the confident joint (given
+    label by row, confident true label by column, in `labels` order) and the noise it estimates."""
+
+    FILE: ClassVar[str] = layout.AUDIT_REPORT
+    KIND: ClassVar[str] = "label audit"
+
+    dataset: str
+    split: str
+    source: str  # ngram, vectors, model or both (toolkit.evaluation.audit.SOURCES)
+    labels: list[str]
+    rows: int
+    folds: int | None  # None for `model`: its probabilities are not refitted
+    seed: int
+    out_of_fold_accuracy: float  # how often the probabilities' likeliest label is the given one
+    confident_joint: list[list[int]]
+    per_class: dict[str, ClassNoise]
+    noise_count: int  # the joint's estimate of wrong labels
+    suspects: int
+    seconds: float
+    model: str | None = None
+    aspect: str | None = None  # the aspect audited, for aspect labels (one report per aspect)
+    meta_version: int = layout.META_VERSION

@@ -1,0 +1,118 @@
+"""Label noise measured: flip a share of a dataset's training labels, audit, train on noisy / audited / clean.
+
+    python -m experiments.label_noise flip --dataset chnsenticorp/ --rate 0.1 --seed 0 --output noisy10-s0/
+    python -m experiments.label_noise score --flipped noisy10-s0/ --suspects noisy10-s0/audit/suspects.jsonl
+    python -m experiments.label_noise drop --flipped noisy10-s0/ --suspects noisy10-s0/audit/suspects.jsonl \
+        --output audited10-s0/
+
+`flip` copies DATASET's train file with RATE of its rows given another label (uniformly among the others, seeded)
+into OUTPUT/train.tsv, links dev and test unchanged (they stay clean: choices and the final figure need true labels)
+and writes OUTPUT/flipped.json (the file lines flipped, their true and given labels). `score` compares
+`senti audit`'s suspects with the flipped lines: precision, recall, F1 at the audit's own count. `drop` writes the
+noisy train file without the suspects' lines (as `senti train` would read a reviewed log with every suspect dropped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+
+def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    """A TSV file's header and rows, split on tabs only (the file's quotes are text, written back as they were)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return lines[0].split("\t"), [line.split("\t") for line in lines[1:]]
+
+
+def _write(path: Path, header: list[str], rows: list[list[str]]) -> None:
+    path.write_text("".join("\t".join(r) + "\n" for r in [header, *rows]), encoding="utf-8")
+
+
+def _link_rest(source: Path, output: Path) -> None:
+    for split in ("dev", "test"):
+        target = source / f"{split}.tsv"
+        if target.exists() and not (output / target.name).exists():
+            (output / target.name).symlink_to(target.resolve())
+
+
+def flip(dataset: Path, rate: float, seed: int, output: Path) -> dict:
+    header, rows = _rows(dataset / "train.tsv")
+    column = header.index("label")
+    labels = sorted({r[column] for r in rows})
+    rng = random.Random(seed)
+    chosen = sorted(rng.sample(range(len(rows)), round(rate * len(rows))))
+    flipped = []
+    for i in chosen:
+        true = rows[i][column]
+        rows[i][column] = rng.choice([lab for lab in labels if lab != true])
+        flipped.append({"line": i + 2, "true": true, "given": rows[i][column]})  # file lines: the header is line 1
+    output.mkdir(parents=True, exist_ok=True)
+    _write(output / "train.tsv", header, rows)
+    _link_rest(dataset, output)
+    record = {"dataset": str(dataset), "rate": rate, "seed": seed, "rows": len(rows), "flipped": flipped}
+    (output / "flipped.json").write_text(json.dumps(record, indent=1))
+    return record
+
+
+def _suspect_lines(suspects: Path, limit: int | None = None) -> list[int]:
+    lines = []
+    with suspects.open(encoding="utf-8") as fh:
+        for raw in fh:
+            where = json.loads(raw)["where"]
+            if where.rsplit(":", 1)[0].endswith("train.tsv"):
+                lines.append(int(where.rsplit(":", 1)[1]))
+    return lines[:limit]
+
+
+def score(flipped: Path, suspects: Path) -> dict:
+    truth = {f["line"] for f in json.loads((flipped / "flipped.json").read_text())["flipped"]}
+    found = set(_suspect_lines(suspects))
+    hits = len(truth & found)
+    precision = hits / len(found) if found else 0.0
+    recall = hits / len(truth) if truth else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if hits else 0.0
+    return {"flipped": len(truth), "suspects": len(found), "hits": hits, "precision": round(precision, 4),
+            "recall": round(recall, 4), "f1": round(f1, 4)}
+
+
+def drop(flipped: Path, suspects: Path, output: Path) -> dict:
+    header, rows = _rows(flipped / "train.tsv")
+    gone = set(_suspect_lines(suspects))
+    kept = [r for i, r in enumerate(rows) if i + 2 not in gone]
+    output.mkdir(parents=True, exist_ok=True)
+    _write(output / "train.tsv", header, kept)
+    _link_rest(flipped, output)
+    return {"rows": len(rows), "dropped": len(rows) - len(kept), "kept": len(kept)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="step", required=True)
+    p = sub.add_parser("flip")
+    p.add_argument("--dataset", type=Path, required=True)
+    p.add_argument("--rate", type=float, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output", type=Path, required=True)
+    for name in ("score", "drop"):
+        p = sub.add_parser(name)
+        p.add_argument("--flipped", type=Path, required=True)
+        p.add_argument("--suspects", type=Path, required=True)
+        if name == "drop":
+            p.add_argument("--output", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.step == "flip":
+        result = flip(args.dataset, args.rate, args.seed, args.output)
+        result = {k: v for k, v in result.items() if k != "flipped"} | {"flipped": len(result["flipped"])}
+    elif args.step == "score":
+        result = score(args.flipped, args.suspects)
+    else:
+        result = drop(args.flipped, args.suspects, args.output)
+    json.dump(result, sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()
