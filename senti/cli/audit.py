@@ -30,9 +30,10 @@ def audit(
                                                        "model: a trained model (checkpoint or export) that did not "
                                                        "see these rows.", exists=True, file_okay=False)] = None,
     source: Annotated[Source, typer.Option(help="Where the out-of-fold probabilities come from: ngram (the n-gram "
-                                                "baseline k times, seconds), vectors, model, or both (the n-gram "
-                                                "suspects --model also flags). Default: both with --model, else "
-                                                "ngram.", show_default=False)] = None,
+                                                "baseline k times, seconds), vectors, ensemble (the mean of both), "
+                                                "model, or both (the n-gram suspects --model also flags). Default: "
+                                                "ngram; with --model, ensemble for a pretrained folder, both for a "
+                                                "trained model.", show_default=False)] = None,
     split: Annotated[Split, typer.Option(help="all: every labelled row; or one split as senti train cuts it.")
                      ] = Split.all,
     folds: Annotated[int, typer.Option(help="Folds of the out-of-fold probabilities.", min=2)] = FOLDS,
@@ -47,8 +48,10 @@ def audit(
     quiet()
     from senti.toolkit.surge.audit import AuditConfig, run_audit
 
-    chosen = source.value if source is not None else ("both" if model is not None else "ngram")
     with user_errors():
+        from senti.toolkit.surge.audit import default_source
+
+        chosen = source.value if source is not None else default_source(model)
         config = AuditConfig(dataset, output_dir, chosen, model, split.value, folds, seed, text_column, label_column,
                              max_seq_len, trust_pickle)
         with step_progress() as bar:

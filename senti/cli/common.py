@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
@@ -39,6 +40,9 @@ NodeRank = Annotated[Optional[int], typer.Option(
     help="This node's number, 0 to nnodes-1; node 0 hosts --master and writes the output (default: PADDLE_RANK).")]
 Master = Annotated[Optional[str], typer.Option(help="HOST:PORT on node 0 where the nodes meet, the same on every "
                                                     "node (default: PADDLE_MASTER).")]
+Reviewed = Annotated[Optional[Path], typer.Option(
+    help="A review of senti audit's suspects (senti label --review): dropped rows left out, relabelled rows trained "
+         "with the reviewer's label.", exists=True, dir_okay=False)]
 JoinTimeout = Annotated[float, typer.Option(help="Seconds to wait for every node to join before giving up.", min=1)]
 
 

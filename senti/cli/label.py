@@ -7,17 +7,22 @@ from typing import Annotated, Optional
 
 import typer
 
-from senti.cli.common import TRUST_PICKLE_HELP, Unit, api_key_from, console, quiet_warnings, user_errors
+from senti.cli.common import TRUST_PICKLE_HELP, Unit, api_key_from, console, fail, quiet_warnings, user_errors
 
 app = typer.Typer()
 
 
 @app.command()
 def label(
-    input: Annotated[Path, typer.Option(help="The texts to label: what senti select wrote (.jsonl/.tsv/.csv), or "
-                                             "any file senti predict reads.", exists=True, dir_okay=False)],
     output: Annotated[Path, typer.Option(help="The labels (.jsonl), an audit log: one line per answer, the last "
                                               "per id wins. Given again, the job resumes where it stopped.")],
+    input: Annotated[Optional[Path], typer.Option(help="The texts to label: what senti select wrote (.jsonl/.tsv/"
+                                                       ".csv), or any file senti predict reads.", exists=True,
+                                                  dir_okay=False)] = None,
+    review: Annotated[Optional[Path], typer.Option(help="Instead of --input: senti audit's suspects.jsonl, each row "
+                                                        "kept, relabelled or dropped (k, c or 1-9, d); senti train "
+                                                        "--reviewed reads the decisions.", exists=True,
+                                                   dir_okay=False)] = None,
     model: Annotated[Optional[Path], typer.Option(help="Export folder or checkpoint for the label names and the "
                                                        "guesses the picks do not carry.", exists=True,
                                                   file_okay=False)] = None,
@@ -37,10 +42,16 @@ def label(
     """Label texts one at a time in the browser: keys 1-9, a/x (accept/reject the guess), space, backspace."""
     quiet_warnings()
     api_key = api_key_from(api_key_env)
+    if (input is None) == (review is None):
+        raise fail("give --input (texts to label) or --review (senti audit's suspects), one of them")
     with user_errors():
-        from senti.toolkit.surge.labeling import open_job
+        from senti.toolkit.surge.labeling import open_job, open_review
 
-        job = open_job(input, output, model, labels, text_column, trust_pickle, aspects, unit.value)
+        if review is not None:
+            job = open_review(review, output, labels)
+        else:
+            assert input is not None  # one of the two, checked above
+            job = open_job(input, output, model, labels, text_column, trust_pickle, aspects, unit.value)
     import uvicorn
 
     from senti.serving.http_guard import HostGuard, allowed_hosts
@@ -53,7 +64,8 @@ def label(
         console.print(f"warning: listening on {host} without a key: anyone who reaches the port reads every text "
                       "and can post labels; give --api-key-env NAME")
     labelled_as = f"{len(job.aspects)} aspects" if job.aspects is not None else ", ".join(job.labels)
-    console.print(f"labelling {len(job.picks)} texts ({job.done()} answered) as {labelled_as} -> {output}; "
+    doing = "reviewing" if job.review else "labelling"
+    console.print(f"{doing} {len(job.picks)} texts ({job.done()} answered) as {labelled_as} -> {output}; "
                   f"open http://{host}:{port}/ (Ctrl+C stops; every answer is already saved)")
     uvicorn.run(HostGuard(create_label_app(job, api_key), host), host=host, port=port, log_level="warning",
                 access_log=False)

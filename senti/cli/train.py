@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.table import Table
 
 from senti.cli.common import (
     TRUST_PICKLE_HELP,
@@ -14,8 +13,8 @@ from senti.cli.common import (
     Master,
     Nnodes,
     NodeRank,
+    Reviewed,
     choices,
-    console,
     parallel_plan,
     quiet,
     run_data_parallel,
@@ -23,7 +22,6 @@ from senti.cli.common import (
     step_progress,
     user_errors,
 )
-from senti.core import layout
 from senti.core.ngram_head import DEFAULT_BUCKETS
 from senti.toolkit.training.config import AMP_DTYPES, CLASS_WEIGHTS, DEVICES, LOGIT_ADJUSTMENTS, NGRAM_INITS
 
@@ -141,6 +139,7 @@ def train(
     aspects: Aspects = None,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of your files.")] = None,
     label_column: Annotated[Optional[str], typer.Option(help="Label column of your files.")] = None,
+    reviewed: Reviewed = None,
     baseline: Annotated[bool, typer.Option(help="Fit the char n-gram logistic regression on the same training "
                                                 "split and report it beside the model (seconds).")] = True,
     ngram_buckets: NgramBuckets = None,
@@ -161,7 +160,8 @@ def train(
             seed=seed, max_steps=max_steps, eval_every=eval_every, early_stop=early_stop, calibrate=calibrate, replay=replay,
             replay_ratio=replay_ratio, unlabeled=unlabeled, unlabeled_max=unlabeled_max,
             unlabeled_confidence=unlabeled_confidence, interpolate=interpolate, freeze_encoder=freeze_encoder, l2_sp=l2_sp,
-            text_column=text_column, label_column=label_column, baseline=baseline, aspects=str(aspects) if aspects else None,
+            text_column=text_column, label_column=label_column, reviewed=str(reviewed) if reviewed else None,
+            baseline=baseline, aspects=str(aspects) if aspects else None,
             ngram_buckets=DEFAULT_BUCKETS if ngram_buckets is None else ngram_buckets,
             class_weights=class_weights.value,
             logit_adjustment=logit_adjustment.value, ngram_init=ngram_init.value, threads=threads,
@@ -176,25 +176,6 @@ def train(
             with step_progress() as progress:
                 metrics = run_training(config, say=say, progress=progress)
     if metrics is not None:  # None on another node than 0: node 0 has the output
-        _print_result(metrics, output_dir)
+        from senti.cli.train_output import print_result
 
-
-def _print_result(metrics, output_dir: Path) -> None:
-    """The epochs' table and the kept checkpoint against the baseline (`metrics`: a TrainingMetrics)."""
-    table = Table(title=f"training ({metrics.device}, {metrics.precision}, {metrics.world_size} worker(s))")
-    for col in ("epoch", "seconds", "samples/s", "train loss", "dev acc", "dev macro-F1"):
-        table.add_column(col, justify="right")
-    for e in metrics.epochs:
-        table.add_row(str(e.epoch), f"{e.wall_seconds:.1f}", f"{e.train_samples_per_s:.1f}",
-                      *(_figure(v) for v in (e.train_loss, e.dev_accuracy, e.dev_macro_f1)))
-    console.print(table)
-    best = metrics.best.dev_accuracy
-    base = metrics.baseline.dev if metrics.baseline else None
-    against = f", baseline {base.accuracy:.4f} ({best - base.accuracy:+.4f})" if base else ""
-    console.print(f"best checkpoint: [bold]{output_dir}[/] (dev accuracy {best:.4f}{against}); "
-                  f"curves: {output_dir / layout.CURVES_PNG}")
-
-
-def _figure(value: float | None) -> str:
-    """A table cell: an epoch with no evaluation (--eval-every longer than the epoch) has no dev figures."""
-    return "-" if value is None else f"{value:.4f}"
+        print_result(metrics, output_dir)

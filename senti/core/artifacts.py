@@ -474,6 +474,8 @@ class SplitRecipe(Record):
     # The label set when a continued parent gave it (then the train split may hold only one of them); else the
     # train split's labels.
     labels: list[str] | None = None
+    # A review of senti audit's suspects applied to the rows (toolkit.data.review): its path, as the run read it.
+    reviewed: str | None = None
 
     @classmethod
     def from_json(cls, data) -> SplitRecipe:

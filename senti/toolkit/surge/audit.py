@@ -7,7 +7,9 @@ Out-of-fold probabilities come from one of three sources (`Source`), then confid
   folder or a checkpoint): the encoder is never tuned on the audited labels, so its vectors have not learnt them;
 - `model`: a trained model's calibrated probabilities as they are, for rows it was not trained on (a surge label
   log audited with the model that picked the texts); refused when its training hashes show it saw them.
-`both`: the n-gram baseline's suspects that the second source also flags with the same suggested label.
+`ensemble`: the mean of the n-gram and the vector probabilities (the best of these on ChnSentiCorp with flipped
+labels, docs/results/labels.md); `both`: the n-gram baseline's suspects that the second source also flags with the
+same suggested label.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from senti.core.confident_learning import NoiseEstimate, Suspect, both_flag, est
 from senti.core.errors import DataError, SentiError
 
 FOLDS = 5
-SOURCES = ("ngram", "vectors", "model", "both")
+SOURCES = ("ngram", "vectors", "ensemble", "model", "both")
 VECTOR_C = 1.0  # the logistic regression over sentence vectors (standardised): C=1 was best of 0.1/1/10 on dev
 
 
@@ -267,6 +269,9 @@ def audit_probabilities(rows: AuditRows, config: AuditConfig, progress: Progress
         return agreeing(first, audit_probabilities(rows, _with_source(config, second_source), progress))
     if config.source == "vectors":
         return audit(rows, _vector_probabilities(rows, config, progress), "vectors")
+    if config.source == "ensemble":
+        mean = (_ngram_probabilities(rows, config, progress) + _vector_probabilities(rows, config, progress)) / 2
+        return audit(rows, mean, "ensemble")
     probabilities, notes = _model_probabilities(rows, config)
     result = audit(rows, probabilities, "model")
     result.notes.extend(notes)
@@ -292,7 +297,9 @@ def suspect_records(rows: AuditRows, result: AuditResult) -> list[dict]:
     for rank, s in enumerate(result.suspects, 1):
         where = rows.where[s.index]
         line = where.rsplit(":", 1)[-1]
-        out.append({"rank": rank, "where": where, "line": int(line) if line.isdigit() else None,
+        file = where.rsplit(":", 1)[0]
+        out.append({"rank": rank, "where": where, "file": str(Path(file).resolve()) if line.isdigit() else None,
+                    "line": int(line) if line.isdigit() else None,
                     "text": rows.texts[s.index], "label": rows.labels[s.given],
                     "suggested": rows.labels[s.suggested], "score": round(s.margin, 6),
                     "probabilities": {lab: round(float(p), 6)
@@ -356,3 +363,13 @@ def run_audit(config: AuditConfig, progress: Progress | None = None, overwrite: 
     report = audit_report(rows, result, config, time.perf_counter() - started)
     write_audit(config.output_dir, suspect_records(rows, result), report, overwrite)
     return report, result, rows
+
+
+def default_source(model: Path | None) -> str:
+    """ngram without a model; with one, ensemble for a pretrained folder (its vectors beside the n-gram baseline)
+    and both for a trained model (its own probabilities, where it did not see the rows)."""
+    from senti.toolkit.training.models import is_checkpoint
+
+    if model is None:
+        return "ngram"
+    return "both" if is_checkpoint(Path(model)) or _is_export(Path(model)) else "ensemble"

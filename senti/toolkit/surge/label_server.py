@@ -22,11 +22,12 @@ PAGE = Path(__file__).parent / "static" / "label.html"
 class TabRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tab: str = Field(min_length=1, max_length=64, description="The browser tab asking (made up by the page)")
+    by: str | None = Field(default=None, max_length=1000, description="The labeller's name, kept in the log")
 
 
 class AnswerRequest(TabRequest):
     id: str = Field(max_length=1000)
-    answer: str = Field(description="label, accept, reject, skip or aspects")
+    answer: str = Field(description="label, accept, reject, skip, aspects; keep, change or drop under review")
     label: str | None = None
     aspects: dict[str, str] | None = Field(default=None, max_length=256,
                                            description="aspects: aspect name -> polarity")
@@ -38,7 +39,7 @@ def _shown(job: LabelJob, pick: Pick | None) -> dict:
     if pick is None:
         return {"item": None, **progress}
     item: dict[str, Any] = {"id": pick.id, "text": pick.text, "guess": pick.guess, "confidence": pick.confidence,
-                            "reason": pick.reason, "position": job.index[pick.id] + 1}
+                            "reason": pick.reason, "position": job.index[pick.id] + 1, "given": pick.given}
     if job.aspects is not None:
         item["aspects"] = job.found(pick)
     return {"item": item, **progress}
@@ -67,7 +68,8 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
         authorize(request)
         return {"labels": job.labels, "total": len(job.picks), "done": job.done(), "output": str(job.log_path),
                 "model_version": job.model_version, "guesses": any(p.guess for p in job.picks),
-                "aspect_mode": job.aspects is not None, "polarities": list(ASPECT_POLARITIES)}
+                "aspect_mode": job.aspects is not None, "polarities": list(ASPECT_POLARITIES),
+                "review_mode": job.review}
 
     @app.post("/api/next")
     def next_text(body: TabRequest, request: Request):
@@ -77,7 +79,7 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
     def record(body: AnswerRequest, request: Request) -> None:
         authorize(request)
         try:
-            job.answer(body.tab, body.id, body.answer, body.label, body.aspects)
+            job.answer(body.tab, body.id, body.answer, body.label, body.aspects, body.by)
         except SentiError as err:
             raise HTTPException(409, str(err)) from None
 
@@ -95,6 +97,9 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
     @app.post("/api/undo")
     def undo(body: TabRequest, request: Request):
         authorize(request)
-        return _shown(job, job.undo(body.tab) or job.next_for(body.tab))
+        try:
+            return _shown(job, job.undo(body.tab, body.by) or job.next_for(body.tab))
+        except SentiError as err:
+            raise HTTPException(409, str(err)) from None
 
     return app

@@ -18,9 +18,12 @@ from senti.core.aspects import ASPECT_POLARITIES, Aspect
 from senti.core.errors import DataError
 from senti.core.rows import read_rows
 from senti.toolkit.data.label_log import ASPECT_ANSWER, UNLABELLED, log_record
+from senti.toolkit.data.review import REVIEW_ANSWERS
 
-# label: chosen by number or mouse; accept/reject: the guess; aspects: a polarity per aspect (--aspects)
-ANSWERS = ("label", "accept", "reject", "skip", "undo", ASPECT_ANSWER)
+# label: chosen by number or mouse; accept/reject: the guess; aspects: a polarity per aspect (--aspects);
+# keep/change/drop: a suspect of senti audit under review (--review)
+ANSWERS = ("label", "accept", "reject", "skip", "undo", ASPECT_ANSWER, *REVIEW_ANSWERS)
+NAME_LIMIT = 64  # characters of a labeller's name, kept in every line they answer
 LEASE_SECONDS = 600  # a text shown in one tab is offered to no other tab for this long, unless answered
 
 
@@ -32,6 +35,7 @@ class Pick:
     guess: str | None = None
     confidence: float | None = None
     reason: str | None = None
+    given: str | None = None  # under review: the label the row has (the guess is the audit's suggestion)
 
 
 def pick_id(record: dict, line: int) -> str:
@@ -82,16 +86,64 @@ def read_picks(path: Path, text_column: str | None = None) -> list[Pick]:
     return picks
 
 
+SUSPECT_KEYS = ("where", "text", "label", "suggested")
+
+
+def read_suspects(path: Path) -> list[Pick]:
+    """The suspects of `senti audit` (suspects.jsonl) as texts to review: the given label beside the suggested one
+    (the guess), the margin as the reason."""
+    from senti.core.rows import parse_json_line
+
+    picks: list[Pick] = []
+    seen: set[str] = set()
+    with Path(path).open(encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            record, error = parse_json_line(line)
+            if record is None or not all(isinstance(record.get(k), str) for k in SUSPECT_KEYS):
+                raise DataError(f"{path}:{n}: not a suspect of senti audit ({error or 'needs ' + ', '.join(SUSPECT_KEYS)})")
+            if record["where"] in seen:
+                raise DataError(f"{path}:{n}: {record['where']} again; a review file lists each row once")
+            seen.add(record["where"])
+            scores = record.get("probabilities")
+            probabilities: dict = scores if isinstance(scores, dict) else {}
+            confidence = probabilities.get(record["suggested"])
+            margin = record.get("score")
+            picks.append(Pick(record["where"], record["text"], record, record["suggested"],
+                              float(confidence) if isinstance(confidence, int | float) else None,
+                              f"audit: {record['where']} is labelled {record['label']}, its likeliest label is "
+                              f"{record['suggested']}" + (f" (margin {margin:.2f})" if isinstance(margin, int | float)
+                                                          else ""), record["label"]))
+    if not picks:
+        raise DataError(f"{path}: no suspects to review")
+    return picks
+
+
+def check_name(name) -> str | None:
+    """A labeller's name as the page gives it: printable, at most NAME_LIMIT characters, or DataError."""
+    if name is None or name == "":
+        return None
+    if not isinstance(name, str) or not name.strip():
+        raise DataError("the labeller's name is empty")
+    if len(name) > NAME_LIMIT:
+        raise DataError(f"the labeller's name has {len(name)} characters; at most {NAME_LIMIT}")
+    if not name.isprintable():
+        raise DataError("the labeller's name holds control characters; give letters, digits and spaces")
+    return name.strip()
+
+
 class LabelJob:
     """The picks, the answers so far (from the log) and which tab holds which text."""
 
     def __init__(self, picks: list[Pick], labels: list[str], log_path: Path, model_version: str | None = None,
-                 aspects: list[Aspect] | None = None, unit: str = "sentence"):
+                 aspects: list[Aspect] | None = None, unit: str = "sentence", review: bool = False):
         if len(set(labels)) != len(labels) or len(labels) < 2:
             raise DataError(f"labels must be at least two distinct names; got {labels}")
         self.picks, self.labels, self.log_path = picks, labels, Path(log_path)
         self.model_version = model_version
         self.aspects, self.unit = aspects, unit  # aspect mode: each text is answered per aspect found in it
+        self.review = review  # review mode: each text a suspect of senti audit, kept, changed or dropped
         self.by_id = {p.id: p for p in picks}
         for p in picks:
             if p.guess is not None and p.guess not in labels:
@@ -222,43 +274,71 @@ class LabelJob:
                                 f"{polarity!r}")
         return dict(aspects)
 
-    def answer(self, tab: str, pid: str, answer: str, label: str | None = None, aspects=None) -> dict:
-        """Record an answer for `pid` (a new one, or an edit of an earlier one) and return the logged line."""
+    def _label_for(self, pick: Pick, answer: str, label: str | None) -> str | None:
+        """The label an answer gives `pick` (None: none), or DataError for an answer this job does not take."""
+        if answer not in ANSWERS or answer == "undo":
+            raise DataError(f"answer must be one of {', '.join(a for a in ANSWERS if a != 'undo')}; got {answer!r}")
+        if (answer in REVIEW_ANSWERS) != self.review and answer != "skip":
+            raise DataError(f"{answer!r} does not answer this job: keep, change and drop answer a review of senti "
+                            "audit's suspects (senti label --review), the other answers label texts")
+        if answer in (ASPECT_ANSWER, "skip", "drop"):
+            return None
+        if answer == "keep":
+            return pick.given
+        if answer in ("accept", "reject"):
+            if pick.guess is None:
+                raise DataError(f"text {pick.id!r} has no model guess to {answer}")
+            if answer == "reject" and len(self.labels) != 2:
+                raise DataError("reject needs exactly two labels (it means the other one); choose a label instead")
+            return pick.guess if answer == "accept" else next(lab for lab in self.labels if lab != pick.guess)
+        label = pick.guess if answer == "change" and label is None else label
+        if label not in self.labels:
+            raise DataError(f"label {label!r} is not one of {self.labels}")
+        return label
+
+    def answer(self, tab: str, pid: str, answer: str, label: str | None = None, aspects=None,
+               by: str | None = None) -> dict:
+        """Record an answer for `pid` (a new one, or an edit of an earlier one) by the labeller named `by`, and
+        return the logged line."""
         pick = self.by_id.get(pid)
         if pick is None:
             raise DataError(f"no text with id {pid!r} in this job")
-        if answer not in ANSWERS or answer == "undo":
-            raise DataError(f"answer must be one of label, accept, reject, skip, aspects; got {answer!r}")
+        by = self.labeller(by)
+        label = self._label_for(pick, answer, label)
         polarities = self.check_aspects(aspects) if answer == ASPECT_ANSWER else None
-        if answer == ASPECT_ANSWER:
-            label = None
-        elif answer in ("accept", "reject"):
-            if pick.guess is None:
-                raise DataError(f"text {pid!r} has no model guess to {answer}")
-            if answer == "reject" and len(self.labels) != 2:
-                raise DataError("reject needs exactly two labels (it means the other one); choose a label instead")
-            label = pick.guess if answer == "accept" else next(lab for lab in self.labels if lab != pick.guess)
-        elif answer == "skip":
-            label = None
-        elif label not in self.labels:
-            raise DataError(f"label {label!r} is not one of {self.labels}")
         with self.lock:
             holder = self.leases.get(pid)
             if holder and holder[0] != tab:
                 raise DataError(f"text {pid!r} is being labelled in another tab")
-            record = {"id": pid, "text": pick.text, "label": label, "answer": answer, "guess": pick.guess,
-                      "confidence": pick.confidence, "model_version": self.model_version,
-                      "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "input": pick.record}
+            record = self._line(pick, label, answer, by)
             if polarities is not None:
                 record["aspects"] = polarities
             self._append(record, tab)
             self.leases.pop(pid, None)
             return record
 
-    def undo(self, tab: str) -> Pick | None:
+    def labeller(self, by: str | None) -> str | None:
+        """The checked name of who answers; a review names its reviewer (who said what is kept for good)."""
+        name = check_name(by)
+        if name is None and self.review:
+            raise DataError("a review records who decided: give your name on the page first")
+        return name
+
+    def _line(self, pick: Pick, label: str | None, answer: str, by: str | None) -> dict:
+        record = {"id": pick.id, "text": pick.text, "label": label, "answer": answer, "guess": pick.guess,
+                  "confidence": pick.confidence, "model_version": self.model_version,
+                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "input": pick.record}
+        if by is not None:
+            record["by"] = by
+        if pick.given is not None:
+            record["given"] = pick.given
+        return record
+
+    def undo(self, tab: str, by: str | None = None) -> Pick | None:
         """Take back `tab`'s most recent answer (another tab's answers are its own labeller's): a correction line is
         appended and the text comes back to `tab`. Answers read back from the log were given in an earlier server's
         life: any tab may take back the most recent of those once it has none of its own."""
+        by = self.labeller(by)
         with self.lock:
             pid = next((p for p in reversed(self.history) if self.answered_by.get(p) == tab), None)
             if pid is None:
@@ -266,9 +346,7 @@ class LabelJob:
             if pid is None:
                 return None
             pick = self.by_id[pid]
-            self._append({"id": pid, "text": pick.text, "label": None, "answer": "undo", "guess": pick.guess,
-                          "confidence": pick.confidence, "model_version": self.model_version,
-                          "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "input": pick.record})
+            self._append(self._line(pick, None, "undo", by))
             for held, (holder, _) in list(self.leases.items()):
                 if holder == tab:
                     del self.leases[held]
@@ -280,7 +358,7 @@ class LabelJob:
         from itertools import islice
 
         return [{"id": pid, "text": self.by_id[pid].text[:80], "label": self.last[pid]["label"],
-                 "answer": self.last[pid]["answer"],
+                 "answer": self.last[pid]["answer"], "given": self.by_id[pid].given,
                  **({"aspects": self.last[pid]["aspects"]} if "aspects" in self.last[pid] else {})}
                 for pid in islice(reversed(self.history), n)]
 
@@ -328,3 +406,21 @@ def open_job(picks_path: Path, log_path: Path, model: Path | None = None, labels
         listed = read_aspects(aspects)
     return LabelJob(picks, names, log_path, version, listed, unit)
 
+
+
+def open_review(suspects_path: Path, log_path: Path, labels: str | None = None) -> LabelJob:
+    """A review job over senti audit's suspects: the label names are the audit's (each suspect's probabilities)
+    unless `labels` gives them."""
+    from senti.serving.streaming import check_output
+
+    check_output(suspects_path, log_path, suffixes=(".jsonl",), holds="the decisions and who made them")
+    picks = read_suspects(suspects_path)
+    names = [n.strip() for n in labels.split(",")] if labels else None
+    if names is None:
+        found = {tuple(p.record["probabilities"]) for p in picks if isinstance(p.record.get("probabilities"), dict)}
+        names = list(found.pop()) if len(found) == 1 else sorted({str(p.given) for p in picks} |
+                                                                 {str(p.guess) for p in picks})
+    for p in picks:
+        if p.given not in names:
+            raise DataError(f"{suspects_path}: {p.id} is labelled {p.given!r}, not one of {names}")
+    return LabelJob(picks, names, Path(log_path), None, None, review=True)

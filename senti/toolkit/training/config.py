@@ -134,6 +134,8 @@ class TrainConfig(ClassifierConfig):
     max_seq_len: int | None = None  # None: a checkpoint's own when continuing one, else DEFAULT_SEQ_LEN
     text_column: str | None = None
     label_column: str | None = None
+    # A review of senti audit's suspects (senti label --review): dropped rows left out, relabelled ones relabelled
+    reviewed: str | None = None
     replay: str | None = None  # old training data mixed in when continuing a checkpoint (against forgetting)
     replay_ratio: float = 1.0  # replayed rows per new training row
     baseline: bool = True  # fit the char n-gram logistic regression on the same split and report it beside

@@ -40,8 +40,11 @@ class TrainRun(ClassifierRun[TrainConfig]):
         recipe = SplitRecipe(dataset=recorded_dataset(config.dataset), seed=config.seed, text_column=config.text_column,
                              label_column=config.label_column,
                              fingerprint=data_fingerprint(config.dataset, config.text_column, config.label_column),
-                             labels=parent.labels if parent else None)
+                             labels=parent.labels if parent else None,
+                             reviewed=str(Path(config.reviewed).resolve()) if config.reviewed else None)
         splits = load_recipe(recipe)
+        if splits.reviewed is not None:
+            say(splits.reviewed.said(config.reviewed))
         labels, replayed, lineage = continuation(config, splits, parent)
         for note in lineage.replay_notes if lineage else []:
             say(note)

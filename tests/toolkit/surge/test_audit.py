@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from senti.cli import app
 from senti.core import layout
-from senti.toolkit.surge.audit import AuditConfig, run_audit
 from senti.toolkit.records import AuditReport
+from senti.toolkit.surge.audit import AuditConfig, run_audit
 from tests.helpers import synthetic_rows, write_folder, write_rows
 
 
