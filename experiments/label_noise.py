@@ -9,7 +9,12 @@
 into OUTPUT/train.tsv, links dev and test unchanged (they stay clean: choices and the final figure need true labels)
 and writes OUTPUT/flipped.json (the file lines flipped, their true and given labels). `score` compares
 `senti audit`'s suspects with the flipped lines: precision, recall, F1 at the audit's own count. `drop` writes the
-noisy train file without the suspects' lines (as `senti train` would read a reviewed log with every suspect dropped).
+noisy train file without the suspects' lines (as `senti train --reviewed` reads a review that dropped every
+suspect). `audits` runs every source of `senti audit` (the same functions) on each flipped set's train split,
+the encoder's sentence vectors computed once for all of them (the sets share their texts), and scores each:
+
+    python -m experiments.label_noise audits --sets noisy05-s0/,noisy10-s0/ --model e5-small/ \
+        --vectors vectors.npy --output audits.json
 """
 
 from __future__ import annotations
@@ -88,6 +93,51 @@ def drop(flipped: Path, suspects: Path, output: Path) -> dict:
     return {"rows": len(rows), "dropped": len(rows) - len(kept), "kept": len(kept)}
 
 
+def audits(sets: list[Path], model: Path, vectors_file: Path, output: Path) -> dict:
+    import numpy as np
+
+    from senti.toolkit.surge.audit import (
+        AuditConfig,
+        agreeing,
+        audit,
+        audit_report,
+        encoder,
+        out_of_fold,
+        read_audit_rows,
+        sentence_vectors,
+        suspect_records,
+        vector_fit_predict,
+        write_audit,
+    )
+    from senti.toolkit.surge.audit import _ngram_probabilities as ngram_probabilities
+
+    report: dict = {}
+    vectors = np.load(vectors_file) if vectors_file.is_file() else None
+    for folder in sets:
+        config = AuditConfig(str(folder), folder / "audit", "ensemble", model, split="train")
+        rows = read_audit_rows(config)
+        if vectors is None:
+            encoded = encoder(model, rows.labels, rows.texts, config.max_seq_len)
+            vectors = sentence_vectors(*encoded, rows.texts, config.max_seq_len)
+            np.save(vectors_file, vectors)
+        ngram = audit(rows, ngram_probabilities(rows, config, None), "ngram")
+        by_vectors = audit(rows, out_of_fold(rows, vector_fit_predict(rows, vectors, config.seed), config.folds,
+                                             config.seed), "vectors")
+        results = {"ngram": ngram, "vectors": by_vectors,
+                   "ensemble": audit(rows, (ngram.probabilities + by_vectors.probabilities) / 2, "ensemble"),
+                   "both": agreeing(ngram, by_vectors)}
+        report[str(folder)] = {}
+        for name, result in results.items():
+            where = folder / f"audit-{name}"
+            write_audit(where, suspect_records(rows, result), audit_report(rows, result, config, 0.0),
+                        overwrite=True)
+            report[str(folder)][name] = score(folder, where / "suspects.jsonl") | {
+                "noise_count": result.estimate.noise_count}
+            print(folder, name, report[str(folder)][name], flush=True)
+    output.write_text(json.dumps(report, indent=1))
+    return report
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="step", required=True)
@@ -102,7 +152,15 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--suspects", type=Path, required=True)
         if name == "drop":
             p.add_argument("--output", type=Path, required=True)
+    p = sub.add_parser("audits")
+    p.add_argument("--sets", required=True, help="comma-separated folders written by flip")
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--vectors", type=Path, required=True, help="the sentence vectors' cache (.npy)")
+    p.add_argument("--output", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.step == "audits":
+        audits([Path(s) for s in args.sets.split(",")], args.model, args.vectors, args.output)
+        return
     if args.step == "flip":
         result = flip(args.dataset, args.rate, args.seed, args.output)
         result = {k: v for k, v in result.items() if k != "flipped"} | {"flipped": len(result["flipped"])}

@@ -91,3 +91,15 @@ def test_a_model_cannot_audit_the_rows_it_was_trained_on(tiny_checkpoint, tmp_pa
         run_audit(AuditConfig(str(data), tmp_path / "out", "model", checkpoint, split="train"))
     with pytest.raises(Exception, match="needs --model"):
         AuditConfig(str(data), tmp_path / "out", "vectors")
+
+
+def test_every_copy_of_a_text_is_held_out_together():
+    import numpy as np
+
+    from senti.toolkit.surge.audit import AuditRows, fold_indices
+
+    texts = [f"评论{i % 40}" for i in range(200)]  # each text five times
+    rows = AuditRows(texts, np.array([i % 2 for i in range(200)]), ["negative", "positive"],
+                     [f"f:{i}" for i in range(200)])
+    for train, held in fold_indices(rows, 5, 0):
+        assert not {texts[i] for i in train} & {texts[i] for i in held}
