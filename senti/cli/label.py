@@ -14,8 +14,10 @@ app = typer.Typer()
 
 @app.command()
 def label(
-    output: Annotated[Path, typer.Option(help="The labels (.jsonl), an audit log: one line per answer, the last "
-                                              "per id wins. Given again, the job resumes where it stopped.")],
+    output: Annotated[Optional[Path], typer.Option(help="The labels (.jsonl), an audit log: one line per answer, "
+                                                        "the last per id wins. Given again, the job resumes where "
+                                                        "it stopped. With --agreement: the disagreements, to "
+                                                        "settle with senti label --input.")] = None,
     input: Annotated[Optional[Path], typer.Option(help="The texts to label: what senti select wrote (.jsonl/.tsv/"
                                                        ".csv), or any file senti predict reads.", exists=True,
                                                   dir_okay=False)] = None,
@@ -38,9 +40,21 @@ def label(
                                                          "highlighted; senti aspect-units reads the answers.",
                                                     exists=True, dir_okay=False)] = None,
     unit: Annotated[Unit, typer.Option(help="With --aspects: the unit an aspect is found in.")] = Unit.sentence,
+    agreement: Annotated[Optional[list[Path]], typer.Option(
+        help="Instead of a page: label logs (repeat the option for several) read for Cohen's kappa per pair of "
+             "labellers and per label, the raw agreement and the disagreements.", exists=True,
+        dir_okay=False)] = None,
 ):
     """Label texts one at a time in the browser: keys 1-9, a/x (accept/reject the guess), space, backspace."""
     quiet_warnings()
+    if agreement:
+        from senti.cli.label_agreement import report_agreement
+
+        with user_errors():
+            report_agreement(agreement, output)
+        return
+    if output is None:
+        raise fail("give --output LABELS.jsonl: where every answer is kept")
     api_key = api_key_from(api_key_env)
     if (input is None) == (review is None):
         raise fail("give --input (texts to label) or --review (senti audit's suspects), one of them")

@@ -25,12 +25,16 @@ from senti.core.errors import ArtifactError
 
 def write_json_atomic(path: Path, data) -> None:
     """Write JSON beside `path` and rename over it, so a reader never sees half a file."""
+    write_text_atomic(path, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` beside `path` and rename over it, so a reader never sees half a file."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False, indent=2)
-            fh.write("\n")
+            fh.write(text)
         os.chmod(tmp, 0o644)  # mkstemp makes files private; artifacts are meant to be shared
         os.replace(tmp, path)
     except BaseException:

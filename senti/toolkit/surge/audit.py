@@ -331,10 +331,9 @@ def audit_report(rows: AuditRows, result: AuditResult, config: AuditConfig, seco
 def write_audit(output_dir: Path, records: list[dict], report, overwrite: bool = False) -> Path:
     """DIR/suspects.jsonl and DIR/audit.json, each written whole beside its name and renamed over it."""
     import json
-    import os
-    import tempfile
 
     from senti.core import layout
+    from senti.core.artifacts import write_text_atomic
 
     output_dir = Path(output_dir)
     target = output_dir / layout.AUDIT_SUSPECTS
@@ -342,15 +341,7 @@ def write_audit(output_dir: Path, records: list[dict], report, overwrite: bool =
         raise SentiError(f"{target} exists (an earlier audit, perhaps under review); give --overwrite or another "
                          "--output-dir")
     output_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=output_dir, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(target, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     report.write(output_dir)
     return target
 
