@@ -31,7 +31,8 @@ def audit(
                                                        "see these rows.", exists=True, file_okay=False)] = None,
     source: Annotated[Source, typer.Option(help="Where the out-of-fold probabilities come from: ngram (the n-gram "
                                                 "baseline k times, seconds), vectors, ensemble (the mean of both), "
-                                                "model, or both (the n-gram suspects --model also flags). Default: "
+                                                "finetune (--model trained k times: slow, strongest), model, or "
+                                                "both (the n-gram suspects --model also flags). Default: "
                                                 "ngram; with --model, ensemble for a pretrained folder, both for a "
                                                 "trained model.", show_default=False)] = None,
     split: Annotated[Split, typer.Option(help="all: every labelled row; or one split as senti train cuts it.")
@@ -40,7 +41,8 @@ def audit(
     seed: Annotated[int, typer.Option(help="Seed of the folds.")] = 0,
     text_column: Annotated[Optional[str], typer.Option(help="Text column of a .tsv/.csv/.jsonl dataset.")] = None,
     label_column: Annotated[Optional[str], typer.Option(help="Label column of a .tsv/.csv/.jsonl dataset.")] = None,
-    max_seq_len: Annotated[int, typer.Option(help="Tokens per text for --source vectors.", min=8)] = 128,
+    max_seq_len: Annotated[int, typer.Option(help="Tokens per text for --source vectors and finetune.", min=8)] = 128,
+    epochs: Annotated[int, typer.Option(help="--source finetune: epochs of each fold's training.", min=1)] = 1,
     trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace an earlier audit in --output-dir.")] = False,
 ):
@@ -53,7 +55,7 @@ def audit(
 
         chosen = source.value if source is not None else default_source(model)
         config = AuditConfig(dataset, output_dir, chosen, model, split.value, folds, seed, text_column, label_column,
-                             max_seq_len, trust_pickle)
+                             max_seq_len, trust_pickle, epochs)
         with step_progress() as bar:
             tasks: dict[str, Any] = {}
 

@@ -358,7 +358,8 @@ class LabelJob:
         from itertools import islice
 
         return [{"id": pid, "text": self.by_id[pid].text[:80], "label": self.last[pid]["label"],
-                 "answer": self.last[pid]["answer"], "given": self.by_id[pid].given,
+                 "answer": self.last[pid]["answer"],
+                 **({"given": self.by_id[pid].given} if self.by_id[pid].given is not None else {}),
                  **({"aspects": self.last[pid]["aspects"]} if "aspects" in self.last[pid] else {})}
                 for pid in islice(reversed(self.history), n)]
 

@@ -93,13 +93,11 @@ def test_a_model_cannot_audit_the_rows_it_was_trained_on(tiny_checkpoint, tmp_pa
         AuditConfig(str(data), tmp_path / "out", "vectors")
 
 
-def test_every_copy_of_a_text_is_held_out_together():
-    import numpy as np
-
-    from senti.toolkit.surge.audit import AuditRows, fold_indices
-
-    texts = [f"评论{i % 40}" for i in range(200)]  # each text five times
-    rows = AuditRows(texts, np.array([i % 2 for i in range(200)]), ["negative", "positive"],
-                     [f"f:{i}" for i in range(200)])
-    for train, held in fold_indices(rows, 5, 0):
-        assert not {texts[i] for i in train} & {texts[i] for i in held}
+def test_a_model_fine_tuned_on_each_fold_finds_the_flips_and_leaves_no_fold_behind(tiny_checkpoint, tmp_path):
+    rows, flipped = flipped_rows(300, 0.08, seed=13)
+    fresh = write_rows(tmp_path / "rows.tsv", rows)
+    out = tmp_path / "audit"
+    report, result, audited = run_audit(AuditConfig(str(fresh), out, "finetune", tiny_checkpoint[0], folds=3))
+    lines = {int(audited.where[s.index].rsplit(":", 1)[1]) for s in result.suspects}
+    assert len(lines & flipped) >= 0.7 * len(flipped) and report.source == "finetune" and report.folds == 3
+    assert sorted(p.name for p in out.iterdir()) == [layout.AUDIT_REPORT, layout.AUDIT_SUSPECTS]
