@@ -1,20 +1,19 @@
 """Label noise measured: flip a share of a dataset's training labels, audit, train on noisy / audited / clean.
 
     python -m experiments.label_noise flip --dataset chnsenticorp/ --rate 0.1 --seed 0 --output noisy10-s0/
+    python -m experiments.label_noise audits --sets noisy05-s0/,noisy10-s0/ --model e5-small/ \
+        --vectors vectors.npy --output audits.json
     python -m experiments.label_noise score --flipped noisy10-s0/ --suspects noisy10-s0/audit/suspects.jsonl
     python -m experiments.label_noise drop --flipped noisy10-s0/ --suspects noisy10-s0/audit/suspects.jsonl \
-        --output audited10-s0/
+        --output noisy10-s0/dropped.jsonl
 
 `flip` copies DATASET's train file with RATE of its rows given another label (uniformly among the others, seeded)
 into OUTPUT/train.tsv, links dev and test unchanged (they stay clean: choices and the final figure need true labels)
-and writes OUTPUT/flipped.json (the file lines flipped, their true and given labels). `score` compares
-`senti audit`'s suspects with the flipped lines: precision, recall, F1 at the audit's own count. `drop` writes the
-noisy train file without the suspects' lines (as `senti train --reviewed` reads a review that dropped every
-suspect). `audits` runs every source of `senti audit` (the same functions) on each flipped set's train split,
-the encoder's sentence vectors computed once for all of them (the sets share their texts), and scores each:
-
-    python -m experiments.label_noise audits --sets noisy05-s0/,noisy10-s0/ --model e5-small/ \
-        --vectors vectors.npy --output audits.json
+and writes OUTPUT/flipped.json (the file lines flipped, their true and given labels). `audits` runs every source of
+`senti audit` (the same functions) on each flipped set's train split, the encoder's sentence vectors computed once
+for all of them (the sets share their texts), and scores each. `score` compares one audit's suspects with the
+flipped lines: precision, recall, F1 at the audit's own count. `drop` writes a review log that drops every suspect,
+for `senti train --dataset noisy10-s0/ --reviewed noisy10-s0/dropped.jsonl`.
 """
 
 from __future__ import annotations
@@ -84,13 +83,14 @@ def score(flipped: Path, suspects: Path) -> dict:
 
 
 def drop(flipped: Path, suspects: Path, output: Path) -> dict:
-    header, rows = _rows(flipped / "train.tsv")
-    gone = set(_suspect_lines(suspects))
-    kept = [r for i, r in enumerate(rows) if i + 2 not in gone]
-    output.mkdir(parents=True, exist_ok=True)
-    _write(output / "train.tsv", header, kept)
-    _link_rest(flipped, output)
-    return {"rows": len(rows), "dropped": len(rows) - len(kept), "kept": len(kept)}
+    """A review log (senti label --review's format, through its own job) in which every suspect is dropped, for
+    `senti train --dataset FLIPPED --reviewed OUTPUT`."""
+    from senti.toolkit.surge.labeling import open_review
+
+    job = open_review(suspects, output)
+    for pick in job.picks:
+        job.answer("experiment", pick.id, "drop", by="every suspect dropped, unreviewed")
+    return {"suspects": len(job.picks), "review": str(output)}
 
 
 def audits(sets: list[Path], model: Path, vectors_file: Path, output: Path) -> dict:

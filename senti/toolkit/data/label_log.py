@@ -1,5 +1,9 @@
-"""Reading a label log of `senti label` (JSONL, one line per answer, the last per id wins) as training rows:
-`senti train --dataset LABELS` and `senti select --exclude-labelled` read it here; the surge wing writes it."""
+"""Reading a label log of `senti label` (JSONL, one line per answer) as training rows: `senti train --dataset LABELS`
+and `senti select --exclude-labelled` read it here; the surge wing writes it.
+
+Each labeller's last answer per id counts (a line's `by` names the labeller; lines without one are one labeller).
+A text labelled alike by everyone who labelled it trains with that label; labelled differently, it trains only once
+someone settled it (`settle`, senti label --review disagreements), and is left out and counted until then."""
 
 from __future__ import annotations
 
@@ -36,28 +40,76 @@ def last_answers(path: Path) -> tuple[dict[str, tuple[dict, int]], int]:
     """({id: (its last record, its line)}, lines read); a half-written last line is not read."""
     last: dict[str, tuple[dict, int]] = {}
     lines = 0
+    for record, n in log_lines(path):
+        lines += 1
+        last[str(record["id"])] = (record, n)
+    return last, lines
+
+
+def log_lines(path: Path):
+    """(record, line number) of every whole line of a label log."""
     with Path(path).open(encoding="utf-8", errors="surrogateescape") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             if not line.endswith("\n"):  # a half-written last line: the answer in flight when the server died
                 break
-            lines += 1
-            record = log_record(line, f"{path}:{n}")
-            last[str(record["id"])] = (record, n)
-    return last, lines
+            yield log_record(line, f"{path}:{n}"), n
+
+
+SETTLE = "settle"  # a third labeller's label for a text two labellers labelled differently
+
+
+def labeller_answers(path: Path) -> dict[str, dict[str, tuple[dict, int]]]:
+    """{id: {labeller: (their last record, its line)}}; an undo takes back that labeller's answer."""
+    answers: dict[str, dict[str, tuple[dict, int]]] = {}
+    for record, n in log_lines(path):
+        got = answers.setdefault(str(record["id"]), {})
+        who = str(record.get("by") or "")
+        if record["answer"] == "undo":
+            got.pop(who, None)
+        else:
+            got[who] = (record, n)
+    return answers
+
+
+def final_answer(got: dict[str, tuple[dict, int]]) -> tuple[dict | None, int | None, bool]:
+    """(the record that decides a text's label, its line, whether its labellers disagree): the settled answer when
+    there is one; else the labellers' answer when they agree (the latest of them); None when they disagree."""
+    settled = [(r, n) for r, n in got.values() if r["answer"] == SETTLE]
+    if settled:
+        record, n = max(settled, key=lambda item: item[1])
+        return record, n, True
+    said = [(r, n) for r, n in got.values() if r["answer"] not in UNLABELLED]
+    if not said:
+        latest = max(got.values(), key=lambda item: item[1]) if got else (None, None)
+        return latest[0], latest[1], False
+    labels = {str(r.get("label")) for r, _ in said if r["answer"] != ASPECT_ANSWER}
+    if len(labels) > 1:
+        return None, None, True
+    record, n = max(said, key=lambda item: item[1])
+    return record, n, False
 
 
 def resolve_log(path: Path) -> tuple[list[tuple[str, str, str]], dict]:
-    """(text, label, where) of each id's last answer, skipped, undone and aspect answers (`resolve_aspect_log`)
-    left out, plus counts."""
-    last, lines = last_answers(path)
-    rows = [(r["text"], str(r["label"]), f"{path}:{n}") for r, n in last.values()
-            if r["answer"] not in (*UNLABELLED, ASPECT_ANSWER)]
-    return rows, {"lines": lines, "texts": len(last), "labelled": len(rows),
-                  "skipped": sum(r["answer"] == "skip" for r, _ in last.values()),
-                  "undone": sum(r["answer"] == "undo" for r, _ in last.values()),
-                  "aspect_answers": sum(r["answer"] == ASPECT_ANSWER for r, _ in last.values())}
+    """(text, label, where) of each text's final label (`final_answer`), skipped, undone, unsettled and aspect
+    answers (`resolve_aspect_log`) left out, plus counts."""
+    answers = labeller_answers(path)
+    rows, counts = [], {"skipped": 0, "undone": 0, "aspect_answers": 0, "disagreed": 0, "settled": 0}
+    for got in answers.values():
+        record, n, split = final_answer(got)
+        if record is None:
+            counts["disagreed" if split else "undone"] += 1
+            continue
+        counts["settled"] += split
+        if record["answer"] in UNLABELLED:
+            counts["skipped"] += 1
+        elif record["answer"] == ASPECT_ANSWER:
+            counts["aspect_answers"] += 1
+        else:
+            rows.append((record["text"], str(record["label"]), f"{path}:{n}"))
+    lines = sum(1 for _ in log_lines(path))
+    return rows, {"lines": lines, "texts": len(answers), "labelled": len(rows), **counts}
 
 
 def resolve_aspect_log(path: Path) -> list[tuple[str, dict[str, str], str]]:

@@ -67,7 +67,8 @@ def test_answers_undo_and_resume_are_an_append_only_log(tmp_path):
 
     texts, counts = resolve_log(log)
     assert [(t, lab) for t, lab, _ in texts] == [(rows[0][1], rows[0][0]), (rows[2][1], rows[2][0])]
-    assert counts == {"lines": 4, "texts": 2, "labelled": 2, "skipped": 0, "undone": 0, "aspect_answers": 0}
+    assert counts == {"lines": 4, "texts": 2, "labelled": 2, "skipped": 0, "undone": 0, "aspect_answers": 0,
+                      "disagreed": 0, "settled": 0}
 
 
 def test_bad_input_is_refused_in_one_line(tmp_path, _exported):
