@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -21,10 +22,14 @@ def label(
     input: Annotated[Optional[Path], typer.Option(help="The texts to label: what senti select wrote (.jsonl/.tsv/"
                                                        ".csv), or any file senti predict reads.", exists=True,
                                                   dir_okay=False)] = None,
-    review: Annotated[Optional[Path], typer.Option(help="Instead of --input: senti audit's suspects.jsonl, each row "
-                                                        "kept, relabelled or dropped (k, c or 1-9, d); senti train "
-                                                        "--reviewed reads the decisions.", exists=True,
-                                                   dir_okay=False)] = None,
+    review: Annotated[Optional[str], typer.Option(help="senti audit's suspects.jsonl (instead of --input), each row "
+                                                       "kept, relabelled or dropped (k, c or 1-9, d), for senti "
+                                                       "train --reviewed; or `disagreements`: with --input and the "
+                                                       "team's --output, the texts labelled differently, for a "
+                                                       "third labeller to settle.")] = None,
+    overlap: Annotated[float, typer.Option(help="A team: this share of the texts goes to two labellers (each "
+                                                "gives a name), for the agreement figures.", min=0.0,
+                                           max=1.0)] = 0.0,
     model: Annotated[Optional[Path], typer.Option(help="Export folder or checkpoint for the label names and the "
                                                        "guesses the picks do not carry.", exists=True,
                                                   file_okay=False)] = None,
@@ -33,7 +38,8 @@ def label(
     host: Annotated[str, typer.Option(help="Address to bind; loopback unless you mean to expose it.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.", min=0, max=65535)] = 8600,
     api_key_env: Annotated[Optional[str], typer.Option(
-        help="Name of an environment variable holding a key the browser must give (Basic auth password).")] = None,
+        help="Name of an environment variable holding a key the browser must give (Basic auth password; default: "
+             "SENTI_LABEL_TOKEN when set). Needed to listen beyond loopback.")] = None,
     trust_pickle: Annotated[bool, typer.Option(help=TRUST_PICKLE_HELP)] = False,
     aspects: Annotated[Optional[Path], typer.Option(help="A team's aspect list: label each aspect found in a text "
                                                          "(positive, neutral, negative, not mentioned), the evidence "
@@ -55,31 +61,43 @@ def label(
         return
     if output is None:
         raise fail("give --output LABELS.jsonl: where every answer is kept")
-    api_key = api_key_from(api_key_env)
-    if (input is None) == (review is None):
-        raise fail("give --input (texts to label) or --review (senti audit's suspects), one of them")
-    with user_errors():
-        from senti.toolkit.surge.labeling import open_job, open_review
+    api_key = api_key_from(api_key_env or ("SENTI_LABEL_TOKEN" if os.environ.get("SENTI_LABEL_TOKEN") else None))
+    settling = review == "disagreements"
+    if (input is None) == (review is None or settling):
+        raise fail("give --input (texts to label, or with --review disagreements the team's texts) or --review "
+                   "SUSPECTS.jsonl (senti audit's suspects)")
+    from senti.serving.http_guard import HostGuard, allowed_hosts
 
-        if review is not None:
-            job = open_review(review, output, labels)
-        else:
-            assert input is not None  # one of the two, checked above
-            job = open_job(input, output, model, labels, text_column, trust_pickle, aspects, unit.value)
+    if allowed_hosts(host) is None and not api_key:
+        raise fail(f"--host {host} is beyond loopback: every text and every label would be open to the network; "
+                   "give a key the browsers must send (SENTI_LABEL_TOKEN=... or --api-key-env NAME)")
+    with user_errors():
+        job = _open_job(input, output, review, (model, labels, text_column, trust_pickle, aspects, unit.value),
+                        overlap)
     import uvicorn
 
-    from senti.serving.http_guard import HostGuard, allowed_hosts
     from senti.toolkit.surge.label_server import create_label_app
 
     if job.repaired:
         console.print(f"{output}: cut a half-written last line ({job.repaired} bytes): the answer in flight when "
                       "the server stopped")
-    if allowed_hosts(host) is None and not api_key:
-        console.print(f"warning: listening on {host} without a key: anyone who reaches the port reads every text "
-                      "and can post labels; give --api-key-env NAME")
     labelled_as = f"{len(job.aspects)} aspects" if job.aspects is not None else ", ".join(job.labels)
-    doing = "reviewing" if job.review else "labelling"
-    console.print(f"{doing} {len(job.picks)} texts ({job.done()} answered) as {labelled_as} -> {output}; "
+    doing = "reviewing" if job.review else "settling" if job.settling else "labelling"
+    done, total = job.progress()
+    team = f"; {len(job.twice)} of them for two labellers" if job.twice else ""
+    console.print(f"{doing} {total} texts ({done} answered{team}) as {labelled_as} -> {output}; "
                   f"open http://{host}:{port}/ (Ctrl+C stops; every answer is already saved)")
     uvicorn.run(HostGuard(create_label_app(job, api_key), host), host=host, port=port, log_level="warning",
                 access_log=False)
+
+
+def _open_job(input: Path | None, output: Path, review: str | None, options: tuple, overlap: float):
+    """The labelling job the options name: a review of suspects, a team's texts (an overlap), or settling."""
+    from senti.toolkit.surge.labeling import open_job, open_review
+
+    if review is not None and review != "disagreements":
+        return open_review(Path(review), output, options[1])
+    assert input is not None  # the command checked it
+    job = open_job(input, output, *options)
+    job.plan(overlap, review == "disagreements")
+    return job

@@ -35,11 +35,15 @@ class AnswerRequest(TabRequest):
 
 def _shown(job: LabelJob, pick: Pick | None) -> dict:
     """What the page shows: the text a tab holds (with the aspects found in it, in aspect mode) and the progress."""
-    progress = {"done": job.done(), "total": len(job.picks), "recent": job.recent()}
+    done, total = job.progress()
+    progress = {"done": done, "total": total, "recent": job.recent()}
     if pick is None:
         return {"item": None, **progress}
     item: dict[str, Any] = {"id": pick.id, "text": pick.text, "guess": pick.guess, "confidence": pick.confidence,
                             "reason": pick.reason, "position": job.index[pick.id] + 1, "given": pick.given}
+    if job.settling:  # who said what, for the one who settles it
+        item["labels"] = {who or "(unnamed)": r["label"] for who, r in job.answers.get(pick.id, {}).items()
+                          if r["label"] is not None}
     if job.aspects is not None:
         item["aspects"] = job.found(pick)
     return {"item": item, **progress}
@@ -54,9 +58,7 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
 
     app = FastAPI(title="senti label", docs_url=None, redoc_url=None, openapi_url=None)
     page = PAGE.read_text(encoding="utf-8")
-    headers = page_headers(page)
-
-    authorize = page_guard(api_key, "senti label")
+    headers, authorize = page_headers(page), page_guard(api_key, "senti label")
 
     @app.get("/")
     def index(request: Request):
@@ -66,15 +68,17 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
     @app.get("/api/job")
     def describe(request: Request):
         authorize(request)
-        return {"labels": job.labels, "total": len(job.picks), "done": job.done(), "output": str(job.log_path),
+        return {"labels": job.labels, "total": job.progress()[1], "done": job.progress()[0],
+                "output": str(job.log_path),
                 "model_version": job.model_version, "guesses": any(p.guess for p in job.picks),
                 "aspect_mode": job.aspects is not None, "polarities": list(ASPECT_POLARITIES),
-                "review_mode": job.review}
+                "review_mode": job.review, "settle_mode": job.settling, "named": job.named(),
+                "overlap": len(job.twice)}
 
     @app.post("/api/next")
     def next_text(body: TabRequest, request: Request):
         authorize(request)
-        return _shown(job, job.next_for(body.tab))
+        return _shown(job, _next(job, body))
 
     def record(body: AnswerRequest, request: Request) -> None:
         authorize(request)
@@ -86,20 +90,47 @@ def create_label_app(job: LabelJob, api_key: str | None = None):
     @app.post("/api/answer")
     def answer(body: AnswerRequest, request: Request):
         record(body, request)
-        return _shown(job, job.next_for(body.tab))
+        return _shown(job, _next(job, body))
 
     @app.post("/api/edit")
     def edit(body: AnswerRequest, request: Request):
         """Change an earlier answer (one of the last ten); the text the tab holds stays its own."""
         record(body, request)
-        return {"done": job.done(), "total": len(job.picks), "recent": job.recent()}
+        done, total = job.progress()
+        return {"done": done, "total": total, "recent": job.recent()}
 
     @app.post("/api/undo")
     def undo(body: TabRequest, request: Request):
         authorize(request)
         try:
-            return _shown(job, job.undo(body.tab, body.by) or job.next_for(body.tab))
+            return _shown(job, job.undo(body.tab, body.by) or job.next_for(body.tab, body.by))
         except SentiError as err:
             raise HTTPException(409, str(err)) from None
 
+    _agreement_route(app, job, authorize)
     return app
+
+
+def _next(job: LabelJob, body: TabRequest) -> Pick | None:
+    """The next text for the asking tab and labeller (409 for a name the job refuses)."""
+    from fastapi import HTTPException
+
+    try:
+        return job.next_for(body.tab, body.by)
+    except SentiError as err:
+        raise HTTPException(409, str(err)) from None
+
+
+def _agreement_route(app, job: LabelJob, authorize) -> None:
+    @app.get("/api/agreement")
+    def agreement(request: Request):
+        """Cohen's kappa per pair of labellers so far (toolkit.surge.agreement), or why there is none yet."""
+        authorize(request)
+        from senti.toolkit.surge.agreement import agreement as measure
+
+        try:
+            report = measure([job.log_path])
+        except SentiError as err:
+            return {"pairs": [], "note": str(err)}
+        return {"pairs": [{"first": p.first, "second": p.second, "texts": p.texts, "raw": p.raw,
+                           "kappa": p.kappa} for p in report.pairs], "disagreements": len(report.disagreements)}

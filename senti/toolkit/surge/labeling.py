@@ -17,12 +17,13 @@ from pathlib import Path
 from senti.core.aspects import ASPECT_POLARITIES, Aspect
 from senti.core.errors import DataError
 from senti.core.rows import read_rows
-from senti.toolkit.data.label_log import ASPECT_ANSWER, UNLABELLED, log_record
+from senti.toolkit.data.label_log import ASPECT_ANSWER, SETTLE, UNLABELLED, log_record
 from senti.toolkit.data.review import REVIEW_ANSWERS
 
 # label: chosen by number or mouse; accept/reject: the guess; aspects: a polarity per aspect (--aspects);
 # keep/change/drop: a suspect of senti audit under review (--review)
-ANSWERS = ("label", "accept", "reject", "skip", "undo", ASPECT_ANSWER, *REVIEW_ANSWERS)
+# settle: a third labeller's label for a text two labelled differently (--review disagreements)
+ANSWERS = ("label", "accept", "reject", "skip", "undo", ASPECT_ANSWER, *REVIEW_ANSWERS, SETTLE)
 NAME_LIMIT = 64  # characters of a labeller's name, kept in every line they answer
 LEASE_SECONDS = 600  # a text shown in one tab is offered to no other tab for this long, unless answered
 
@@ -150,6 +151,9 @@ class LabelJob:
                 raise DataError(f"pick {p.id!r}: the guess {p.guess!r} is not one of the labels {labels}")
         self.index = {p.id: i for i, p in enumerate(picks)}
         self.last: dict[str, dict] = {}  # id -> its last answer
+        self.answers: dict[str, dict[str, dict]] = {}  # id -> labeller ("" unnamed) -> their last answer
+        self.twice: set[str] = set()  # ids given to two labellers (`plan`'s overlap)
+        self.settling = False  # the queue is the texts labelled differently, for a third labeller to settle
         # ids in the order of their last answer (not undone): a dict, so moving one to the end is O(1) (a list made
         # resuming a 40,000-line log take 32 s)
         self.history: dict[str, None] = {}
@@ -210,17 +214,55 @@ class LabelJob:
         pid = record["id"]
         self.last[pid] = record
         self.history.pop(pid, None)
-        at = bisect.bisect_left(self.open, self.index[pid])
-        waiting = at < len(self.open) and self.open[at] == self.index[pid]
+        got = self.answers.setdefault(pid, {})
         if record["answer"] != "undo":
-            self.history[pid] = None
-            if waiting:
-                del self.open[at]
+            got[str(record.get("by") or "")] = record
             if tab is not None:
                 self.answered_by[pid] = tab
-        elif not waiting:
-            self.open.insert(at, self.index[pid])
+        else:
+            got.pop(str(record.get("by") or ""), None)
             self.answered_by.pop(pid, None)
+        if got:
+            self.history[pid] = None
+        self._queue(pid)
+
+    def _queue(self, pid: str) -> None:
+        """Put `pid` in the queue or take it out, as `wanted` says."""
+        at = bisect.bisect_left(self.open, self.index[pid])
+        waiting = at < len(self.open) and self.open[at] == self.index[pid]
+        if self.wanted(pid) and not waiting:
+            self.open.insert(at, self.index[pid])
+        elif not self.wanted(pid) and waiting:
+            del self.open[at]
+
+    def wanted(self, pid: str) -> bool:
+        """Whether `pid` still waits for an answer: fewer labellers than it is given to, or (settling) labelled
+        differently and not settled."""
+        got = self.answers.get(pid, {})
+        if self.settling:
+            return self.disputed(pid) and not any(r["answer"] == SETTLE for r in got.values())
+        return len(got) < (2 if pid in self.twice else 1)
+
+    def disputed(self, pid: str) -> bool:
+        said = {str(r["label"]) for r in self.answers.get(pid, {}).values()
+                if r["answer"] not in (*UNLABELLED, SETTLE, ASPECT_ANSWER, "drop")}
+        return len(said) > 1
+
+    def plan(self, overlap: float = 0.0, settling: bool = False) -> None:
+        """A team's queue: `overlap` of the texts (the same ones at every start: the lowest CRC-32s of their ids)
+        given to two labellers; or, `settling`, only the texts labelled differently."""
+        import zlib
+
+        if not 0 <= overlap <= 1:
+            raise DataError(f"--overlap {overlap}: a share of the texts, from 0 to 1")
+        ranked = sorted(self.picks, key=lambda p: (zlib.crc32(p.id.encode("utf-8", "surrogatepass")), p.id))
+        self.twice = {p.id for p in ranked[:round(overlap * len(self.picks))]}
+        self.settling = settling
+        self.open = [i for i, p in enumerate(self.picks) if self.wanted(p.id)]
+
+    def named(self) -> bool:
+        """Whether every answer must name its labeller: a review, a shared queue, a settling."""
+        return self.review or bool(self.twice) or self.settling
 
     def _append(self, record: dict, tab: str | None = None) -> None:
         with self.log_path.open("a", encoding="utf-8") as fh:
@@ -234,10 +276,19 @@ class LabelJob:
         return pid in self.last and self.last[pid]["answer"] not in UNLABELLED
 
     def done(self) -> int:
-        return len(self.picks) - len(self.open)
+        return self.progress()[0]
 
-    def next_for(self, tab: str) -> Pick | None:
-        """The first text with no answer that no other tab holds; it is held for `tab` until answered."""
+    def progress(self) -> tuple[int, int]:
+        """(texts done, texts in the job): settling, the texts labelled differently and how many are settled."""
+        if self.settling:
+            disputed = sum(self.disputed(pid) for pid in self.answers)
+            return disputed - len(self.open), disputed
+        return len(self.picks) - len(self.open), len(self.picks)
+
+    def next_for(self, tab: str, by: str | None = None) -> Pick | None:
+        """The first waiting text that no other tab holds and the labeller `by` has not answered (nor, settling,
+        labelled); it is held for `tab` until answered."""
+        who = check_name(by) or ""
         with self.lock:
             now = time.monotonic()
             for pid, (holder, since) in list(self.leases.items()):
@@ -245,7 +296,7 @@ class LabelJob:
                     del self.leases[pid]
             for i in self.open:  # the held texts (a few, one a tab) are all that is passed over
                 p = self.picks[i]
-                if p.id not in self.leases:
+                if p.id not in self.leases and who not in self.answers.get(p.id, {}):
                     self.leases[p.id] = (tab, now)
                     return p
             return None
@@ -281,6 +332,9 @@ class LabelJob:
         if (answer in REVIEW_ANSWERS) != self.review and answer != "skip":
             raise DataError(f"{answer!r} does not answer this job: keep, change and drop answer a review of senti "
                             "audit's suspects (senti label --review), the other answers label texts")
+        if (answer == SETTLE) != self.settling and answer != "skip":
+            raise DataError(f"{answer!r} does not answer this job: settle answers the texts labelled differently "
+                            "(senti label --review disagreements), and only it does")
         if answer in (ASPECT_ANSWER, "skip", "drop"):
             return None
         if answer == "keep":
@@ -305,6 +359,8 @@ class LabelJob:
             raise DataError(f"no text with id {pid!r} in this job")
         by = self.labeller(by)
         label = self._label_for(pick, answer, label)
+        if answer == SETTLE and by in self.answers.get(pid, {}):
+            raise DataError(f"{by} labelled text {pid!r}: a text is settled by someone who did not label it")
         polarities = self.check_aspects(aspects) if answer == ASPECT_ANSWER else None
         with self.lock:
             holder = self.leases.get(pid)
@@ -320,8 +376,8 @@ class LabelJob:
     def labeller(self, by: str | None) -> str | None:
         """The checked name of who answers; a review names its reviewer (who said what is kept for good)."""
         name = check_name(by)
-        if name is None and self.review:
-            raise DataError("a review records who decided: give your name on the page first")
+        if name is None and self.named():
+            raise DataError("this job records who answered: give your name on the page first")
         return name
 
     def _line(self, pick: Pick, label: str | None, answer: str, by: str | None) -> dict:

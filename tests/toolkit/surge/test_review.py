@@ -41,7 +41,7 @@ def test_decisions_are_logged_with_who_and_when_and_training_reads_them(tmp_path
     first, second, third = job.picks[:3]
     assert first.given != first.guess  # the given label beside the audit's likeliest
     with pytest.raises(DataError, match="give your name"):
-        job.answer("t", first.id, "drop")
+        job.answer("t", first.id, "drop")  # a review records who decided
     with pytest.raises(DataError, match="control characters"):
         job.answer("t", first.id, "drop", by="ann\x1b[31m")
     with pytest.raises(DataError, match="at most 64"):
@@ -114,13 +114,13 @@ def test_a_named_reviewer_decides_by_keys_in_a_real_browser(tmp_path, browser):
         wait = WebDriverWait(browser, 30)
         browser.get(f"{base}/")
         total = len(read_picks_of(suspects))
-        wait.until(lambda d: d.find_element(By.ID, "progress").text == f"0 / {total}")
-        browser.find_element(By.TAG_NAME, "body").send_keys("d")  # no name yet: refused, nothing recorded
-        wait.until(lambda d: "give your name" in d.find_element(By.ID, "message").text)
+        wait.until(lambda d: "give your name" in d.find_element(By.ID, "message").text)  # asked before any text
+        browser.find_element(By.TAG_NAME, "body").send_keys("d")  # no text shown, nothing recorded
         assert not log.exists() or not log.read_text(encoding="utf-8")
         name = browser.find_element(By.ID, "name")
         name.send_keys("王芳")
         name.send_keys("\t")
+        wait.until(lambda d: d.find_element(By.ID, "progress").text == f"0 / {total}")
         body = browser.find_element(By.TAG_NAME, "body")
         given = browser.find_element(By.ID, "given-label").text
         for n, key in enumerate("dkc"):
