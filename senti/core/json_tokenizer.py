@@ -42,6 +42,12 @@ def load_definition(text: str, where) -> Tokenizer:
         kind = None
     if kind not in TOKENIZER_MODELS:
         raise ArtifactError(f"{where}: not a tokenizer.json of a {', '.join(TOKENIZER_MODELS)} model")
+    for part in ("normalizer", "pre_tokenizer"):  # what runs on every text a request sends
+        for pattern in regexes(data.get(part)):
+            problem = regex_problem(pattern)
+            if problem:
+                raise ArtifactError(f"{where}: the {part} regex {pattern[:60]!r} {problem}; senti reads tokenizer "
+                                    "regexes without nested repetition (BERT, RoBERTa and XLM-R folders have none)")
     try:
         tokenizer = Tokenizer.from_str(text)
     except Exception as err:  # tokenizers raises its own exception type for malformed definitions
@@ -49,6 +55,59 @@ def load_definition(text: str, where) -> Tokenizer:
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer
+
+
+MAX_REGEX = 1000  # characters of one tokenizer regex
+
+
+def regexes(node) -> list[str]:
+    """Every regex pattern (`{"Regex": ...}`) inside a tokenizer.json part."""
+    if isinstance(node, dict):
+        found = [node["Regex"]] if isinstance(node.get("Regex"), str) else []
+        return found + [p for key, value in node.items() if key != "Regex" for p in regexes(value)]
+    if isinstance(node, list):
+        return [p for value in node for p in regexes(value)]
+    return []
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why a tokenizer regex could take time exponential in the text (a repeated group that itself repeats or
+    alternates, as `(a+)+$`: Oniguruma then hits its retry limit and `tokenizers` panics), or None."""
+    if len(pattern) > MAX_REGEX:
+        return f"is {len(pattern)} characters long (at most {MAX_REGEX})"
+    groups = [False]  # per open group: whether it holds a repetition or an alternation
+    closed = False  # the token just read is a group that holds one
+    i, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            skip = pattern.index("}", i) + 1 if pattern[i + 1:i + 3] in ("p{", "P{") and "}" in pattern[i:] else i + 2
+            i, closed = skip, False
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class, closed = True, False
+            if pattern[i + 1:i + 2] == "^":
+                i += 1
+            if pattern[i + 1:i + 2] == "]":
+                i += 1  # a ] first in a class is a character
+        elif c == "(":
+            groups.append(False)
+            closed = False
+        elif c == ")":
+            closed = groups.pop() if len(groups) > 1 else False
+            groups[-1] = groups[-1] or closed
+        elif c in "*+" or (c == "{" and pattern[i + 1:i + 2].isdigit()):
+            if closed:
+                return "repeats a group that repeats or alternates"
+            groups[-1], closed = True, False
+        elif c == "|":
+            groups[-1], closed = True, False
+        elif c != "?":
+            closed = False
+        i += 1
+    return None
 
 
 def read_definition(folder: Path, kind: str = "model folder") -> str:

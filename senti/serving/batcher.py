@@ -126,7 +126,10 @@ class Batcher:
             started = time.perf_counter()
             try:
                 results = await loop.run_in_executor(self._executor, self.predict, texts)
-            except Exception as err:
+            except asyncio.CancelledError:
+                raise
+            except BaseException as err:  # a native panic (a BaseException) fails its request, not the batcher
+                err = as_error(err)
                 if len(batch) == 1:
                     if not batch[0].future.done():
                         batch[0].future.set_exception(err)
@@ -149,9 +152,11 @@ class Batcher:
             started = time.perf_counter()
             try:
                 result = await loop.run_in_executor(self._executor, self.predict, job.texts)
-            except Exception as err:
+            except asyncio.CancelledError:
+                raise
+            except BaseException as err:  # as in _run
                 if not job.future.done():
-                    job.future.set_exception(err)
+                    job.future.set_exception(as_error(err))
             else:
                 self.on_batch(job.cost, time.perf_counter() - started)
                 if not job.future.done():
@@ -164,3 +169,13 @@ class Batcher:
         if self._task:
             self._task.cancel()
         self._executor.shutdown(wait=True)
+
+
+def as_error(err: BaseException) -> Exception:
+    """`err` as an Exception a request can be failed with: a BaseException that is no Exception (a panic in a
+    native library) becomes a RuntimeError naming it; KeyboardInterrupt and SystemExit go on."""
+    if isinstance(err, Exception):
+        return err
+    if isinstance(err, KeyboardInterrupt | SystemExit):
+        raise err
+    return RuntimeError(f"{type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else 'no message'}")

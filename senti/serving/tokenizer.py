@@ -14,10 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from senti.core.artifacts import TokenizerSettings
+from senti.core.errors import SentiError
 from senti.core.sequence import text_budget
 
 # A head of this many characters per token needed (plus slack) is read first; each token takes at least one.
 HEAD_CHARS_PER_TOKEN, HEAD_SLACK_CHARS = 4, 64
+
+
+class TokenizerFailure(SentiError):
+    """The tokenizer itself failed on a text (a panic in `tokenizers`): that call's error, never the server's."""
 
 
 def head_chars(need: int) -> int:
@@ -132,7 +137,19 @@ class FastTokenizer:
         """Word-piece ids of each text, no special tokens (Rust, parallel). With `need`, a text longer than that
         many tokens may come back cut after `need` + 1 or more exact tokens: only its head is read, and never more
         than `read_limit(need)` characters, so the cost of a huge text is bounded by what the model can take, not
-        by its size or by how much of it makes no token."""
+        by its size or by how much of it makes no token. A panic inside `tokenizers` (a BaseException: pyo3's
+        PanicException) comes back as TokenizerFailure, an ordinary error of this call."""
+        try:
+            return self._encode_batch(texts, need)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:  # pyo3_runtime.PanicException derives from BaseException
+            if isinstance(err, Exception):
+                raise
+            raise TokenizerFailure(f"the tokenizer failed on these texts ({type(err).__name__}: "
+                                   f"{str(err).splitlines()[0][:120] if str(err) else 'no message'})") from None
+
+    def _encode_batch(self, texts: list[str], need: int | None) -> list[list[int]]:
         if need is None:
             return [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
         first = head_chars(need)

@@ -59,3 +59,44 @@ def test_a_tokenizer_json_linked_outside_its_folder_is_not_read(tmp_path):
     (tmp_path / layout.TOKENIZER_JSON).symlink_to(outside)
     with pytest.raises(ArtifactError, match="leads outside"):
         JsonTokenizer.from_folder(tmp_path)
+
+
+def _with_regex(part: str, pattern: str) -> str:
+    data = json.loads(unigram_definition())
+    if part == "normalizer":
+        data["normalizer"] = {"type": "Sequence", "normalizers": [
+            {"type": "Replace", "pattern": {"Regex": pattern}, "content": " "}]}
+    else:
+        data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+            data["pre_tokenizer"]]}
+    return json.dumps(data)
+
+
+def test_a_tokenizer_regex_with_nested_repetition_is_refused_at_the_door():
+    """`(a+)+$` in a Replace normalizer or a Split pre-tokenizer: a 30-character text makes Oniguruma hit its retry
+    limit and `tokenizers` panic (a BaseException), which stopped senti serve's batcher."""
+    hostile = Tokenizer.from_str(_with_regex("normalizer", "(a+)+$"))
+    with pytest.raises(BaseException, match="retry-limit"):  # what got through before the door checked it
+        hostile.encode("a" * 30 + "!")
+    for part in ("normalizer", "pre_tokenizer"):
+        for pattern in ("(a+)+$", "(?:ab|a)*x", "((a{2,}))+"):
+            with pytest.raises(ArtifactError, match=f"the {part} regex .* repeats a group that repeats"):
+                load_definition(_with_regex(part, pattern), "t.json")
+    with pytest.raises(ArtifactError, match="characters long"):
+        load_definition(_with_regex("normalizer", "a" * 1001), "t.json")
+    # what XLM-R / e5 (" {2,}"), GPT-2-style byte-level (a top-level alternation) and senti's own tokenizers use
+    for pattern in (" {2,}", r"'s|'t|'re| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+", r"[(]+", "(a)+"):
+        load_definition(_with_regex("pre_tokenizer", pattern), "t.json")
+
+
+def test_a_panic_inside_tokenizers_is_an_ordinary_error_of_that_call():
+    from senti.serving.tokenizer import TokenizerFailure
+
+    fast = FastTokenizer.from_definition(unigram_definition(), TokenizerSettings(
+        vocab_file="tokenizer.json", do_lower_case=False, tokenizer_class="JsonTokenizer", cls_token="<s>",
+        sep_token="</s>", pad_token="<pad>", unk_token="<unk>"), "t.json")
+    fast._tokenizer = Tokenizer.from_str(_with_regex("normalizer", "(a+)+$"))  # as if the door had let it in
+    with pytest.raises(TokenizerFailure, match="the tokenizer failed on these texts"):
+        fast.encode_batch(["a" * 30 + "!"])
+    assert fast.encode_batch(["好"]) is not None  # the same tokenizer answers the next call

@@ -161,3 +161,26 @@ def test_cancelled_requests_are_dropped_from_the_queue():
     (first, later), pending = asyncio.run(main())
     assert first == ["first"] and later == ["later"] and pending == 0
     assert ["gone"] not in calls
+
+
+def test_a_native_panic_fails_its_request_and_the_batcher_answers_the_next():
+    """`tokenizers` panics (pyo3_runtime.PanicException, a BaseException) on a hostile regex: the batcher caught only
+    Exception, died, and no later request was answered."""
+    from tokenizers import Regex, Tokenizer, models, normalizers
+
+    hostile = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    hostile.normalizer = normalizers.Replace(Regex("(a+)+$"), "x")
+
+    def predict(texts):
+        return [len(e.ids) for e in hostile.encode_batch(texts)]
+
+    async def main():
+        batcher = Batcher(predict, max_batch_size=4, max_wait_ms=5)
+        batcher.start()
+        with pytest.raises(RuntimeError, match="PanicException"):
+            await batcher.submit(["a" * 30 + "!"])
+        after = await batcher.submit(["ok"])
+        await batcher.stop()
+        return after
+
+    assert _run(main()) == [1]
