@@ -31,7 +31,7 @@ def audit(
                                                        "see these rows.", exists=True, file_okay=False)] = None,
     source: Annotated[Source, typer.Option(help="Where the out-of-fold probabilities come from: ngram (the n-gram "
                                                 "baseline k times, seconds), vectors, ensemble (the mean of both), "
-                                                "finetune (--model trained k times: slow, strongest), model, or "
+                                                "finetune (--model trained k times: the slowest), model, or "
                                                 "both (the n-gram suspects --model also flags). Default: "
                                                 "ngram; with --model, ensemble for a pretrained folder, both for a "
                                                 "trained model.", show_default=False)] = None,

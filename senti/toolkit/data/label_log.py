@@ -17,12 +17,19 @@ ASPECT_ANSWER = "aspects"  # `senti label --aspects`: the line's `aspects` holds
 LOG_KEYS = ("id", "text", "label", "answer")  # what makes a JSONL file a label log
 
 
+LOG_VERSION = 1  # each line's `log_version` (absent: 1); a line of a later version is refused, not misread
+
+
 def log_record(line: str, where: str) -> dict:
     """One line of a label log as its record, or DataError naming `where` (FILE:LINE) and what is wrong: the
     one check for the log's reader here and for `senti label` replaying its own log."""
     record, error = parse_json_line(line)
     if record is None or not all(k in record for k in LOG_KEYS):
         raise DataError(f"{where}: not a label log line ({error or 'needs ' + ', '.join(LOG_KEYS)})")
+    version = record.get("log_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version > LOG_VERSION or version < 1:
+        raise DataError(f"{where}: a label log line of version {version!r}, written by a newer senti (this one "
+                        f"reads version {LOG_VERSION}); read it with that senti or upgrade")
     return record
 
 

@@ -8,7 +8,7 @@ Out-of-fold probabilities come from one of three sources (`Source`), then confid
 - `model`: a trained model's calibrated probabilities as they are, for rows it was not trained on (a surge label
   log audited with the model that picked the texts); refused when its training hashes show it saw them.
 `finetune`: `--model` fine-tuned k times by `senti train` (each fold's rows, its dev carved from them), each held-out
-fold scored by the checkpoint that did not see it, with its calibration: the strongest and the slowest (k trainings);
+fold scored by the checkpoint that did not see it, with its calibration: k trainings, the slowest;
 `ensemble`: the mean of the n-gram and the vector probabilities (the best of these on ChnSentiCorp with flipped
 labels, docs/results/labels.md); `both`: the n-gram baseline's suspects that the second source also flags with the
 same suggested label.

@@ -17,7 +17,7 @@ from pathlib import Path
 from senti.core.aspects import ASPECT_POLARITIES, Aspect
 from senti.core.errors import DataError
 from senti.core.rows import read_rows
-from senti.toolkit.data.label_log import ASPECT_ANSWER, SETTLE, UNLABELLED, log_record
+from senti.toolkit.data.label_log import ASPECT_ANSWER, LOG_VERSION, SETTLE, UNLABELLED, log_record
 from senti.toolkit.data.review import REVIEW_ANSWERS
 
 # label: chosen by number or mouse; accept/reject: the guess; aspects: a polarity per aspect (--aspects);
@@ -381,8 +381,8 @@ class LabelJob:
         return name
 
     def _line(self, pick: Pick, label: str | None, answer: str, by: str | None) -> dict:
-        record = {"id": pick.id, "text": pick.text, "label": label, "answer": answer, "guess": pick.guess,
-                  "confidence": pick.confidence, "model_version": self.model_version,
+        record = {"log_version": LOG_VERSION, "id": pick.id, "text": pick.text, "label": label, "answer": answer,
+                  "guess": pick.guess, "confidence": pick.confidence, "model_version": self.model_version,
                   "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "input": pick.record}
         if by is not None:
             record["by"] = by

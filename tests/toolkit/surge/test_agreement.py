@@ -80,3 +80,15 @@ def test_one_labeller_or_no_overlap_is_refused_in_one_line(tmp_path):
     other = write_log(tmp_path / "two.jsonl", [("b", "差", "negative", "label")], by="bo")
     with pytest.raises(DataError, match="no text was labelled by two labellers"):
         agreement([one, other])
+
+
+def test_a_label_log_written_by_a_newer_senti_is_refused_in_one_line(tmp_path):
+    from senti.toolkit.data.label_log import resolve_log
+
+    log = tmp_path / "new.jsonl"
+    log.write_text(json.dumps({"log_version": 2, "id": "a", "text": "好", "label": "positive", "answer": "label"})
+                   + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"new.jsonl:1: a label log line of version 2, written by a newer senti"):
+        resolve_log(log)
+    with pytest.raises(DataError, match="written by a newer senti"):
+        agreement([log])
