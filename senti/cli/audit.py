@@ -64,6 +64,14 @@ def audit(
                     tasks[what] = bar.add_task(what, total=of)
                 bar.update(tasks[what], completed=done)
 
+            from senti.toolkit.surge.audit import is_aspect_log, run_aspect_audit
+
+            if is_aspect_log(dataset):
+                for aspect, per, why, folder in run_aspect_audit(config, progress, overwrite):
+                    console.print(f"{shown(aspect)}: {why}" if per is None else
+                                  f"{shown(aspect)}: {per.suspects} suspects of {per.rows} answers, the joint "
+                                  f"estimates {per.noise_count} wrong -> {folder}", markup=False)
+                return
             report, result, rows = run_audit(config, progress, overwrite)
     _print_report(report)
     for note in result.notes:

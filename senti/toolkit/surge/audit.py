@@ -16,6 +16,7 @@ same suggested label.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -410,3 +411,64 @@ def default_source(model: Path | None) -> str:
     if model is None:
         return "ngram"
     return "both" if is_checkpoint(Path(model)) or _is_export(Path(model)) else "ensemble"
+
+
+def aspect_rows(config: AuditConfig) -> dict[str, AuditRows] | None:
+    """Per aspect, the texts of an aspect label log (senti label --aspects) answered for it, their polarity as the
+    label; None when the dataset is not such a log."""
+    from senti.core.aspects import ASPECT_POLARITIES
+    from senti.toolkit.data.label_log import is_label_log, resolve_aspect_log
+
+    path = Path(config.dataset).expanduser()
+    if not is_label_log(path):
+        return None
+    answered = resolve_aspect_log(path)
+    if not answered:
+        return None
+    per_aspect: dict[str, tuple[list[str], list[str], list[str]]] = {}
+    for text, polarities, where in answered:
+        for aspect, polarity in polarities.items():
+            texts, given, places = per_aspect.setdefault(aspect, ([], [], []))
+            texts.append(text)
+            given.append(polarity)
+            places.append(where)
+    out = {}
+    for aspect, (texts, given, places) in sorted(per_aspect.items()):
+        labels = [p for p in ASPECT_POLARITIES if p in set(given)]
+        index = {lab: i for i, lab in enumerate(labels)}
+        out[aspect] = AuditRows(texts, np.array([index[g] for g in given], dtype=np.int64), labels, places)
+    return out
+
+
+def run_aspect_audit(config: AuditConfig, progress: Progress | None = None, overwrite: bool = False):
+    """Each aspect of an aspect label log audited as a label set of its own, into DIR/ASPECT/: [(aspect, report or
+    None, why it was not audited, its folder)]."""
+    import time
+    from dataclasses import replace
+
+    found = aspect_rows(config)
+    if found is None:
+        raise DataError(f"{config.dataset}: not a label log of senti label --aspects")
+    done: list[tuple[str, object, str | None, Path | None]] = []
+    for aspect, rows in found.items():
+        started = time.perf_counter()
+        counts = np.bincount(rows.given, minlength=len(rows.labels))
+        if len(rows.labels) < 2 or counts.min() < config.folds:
+            said = ", ".join(f"{lab} {n}" for lab, n in zip(rows.labels, counts))
+            done.append((aspect, None, f"too few rows for a {config.folds}-fold audit ({said})", None))
+            continue
+        result = audit_probabilities(rows, replace(config, source="ngram"), progress)
+        report = audit_report(rows, result, replace(config, source="ngram"), time.perf_counter() - started)
+        report.aspect = aspect
+        folder = aspect if re.fullmatch(r"[\w-]{1,64}", aspect) else f"aspect-{len(done) + 1}"  # a name from the log
+        write_audit(Path(config.output_dir) / folder, suspect_records(rows, result), report, overwrite)
+        done.append((aspect, report, None, Path(config.output_dir) / folder))
+    return done
+
+
+def is_aspect_log(dataset: str) -> bool:
+    """Whether `dataset` is a label log holding aspect answers (senti label --aspects)."""
+    from senti.toolkit.data.label_log import is_label_log, resolve_aspect_log
+
+    path = Path(dataset).expanduser()
+    return is_label_log(path) and bool(resolve_aspect_log(path))

@@ -101,3 +101,27 @@ def test_a_model_fine_tuned_on_each_fold_finds_the_flips_and_leaves_no_fold_behi
     lines = {int(audited.where[s.index].rsplit(":", 1)[1]) for s in result.suspects}
     assert len(lines & flipped) >= 0.7 * len(flipped) and report.source == "finetune" and report.folds == 3
     assert sorted(p.name for p in out.iterdir()) == [layout.AUDIT_REPORT, layout.AUDIT_SUSPECTS]
+
+
+def test_an_aspect_label_log_is_audited_per_aspect(tmp_path):
+    rng = random.Random(4)
+    cue = {"service": {"positive": "服务很热情", "negative": "服务太差了"},
+           "taste": {"positive": "味道好极了", "negative": "味道难吃死"}}
+    log = tmp_path / "aspects.jsonl"
+    flipped = set()
+    with log.open("w", encoding="utf-8") as fh:
+        for i in range(200):
+            said = {a: rng.choice(["positive", "negative"]) for a in cue}
+            text = "，".join(cue[a][p] for a, p in said.items()) + "".join(rng.choices("这个东西我们昨天买的", k=6))
+            if i % 25 == 0:  # 8 rows whose service polarity is the other one
+                said["service"] = "negative" if said["service"] == "positive" else "positive"
+                flipped.add(i + 1)
+            fh.write(json.dumps({"id": str(i), "text": text, "label": None, "answer": "aspects", "aspects": said},
+                                ensure_ascii=False) + "\n")
+    result = CliRunner().invoke(app, ["audit", "--dataset", str(log), "--output-dir", str(tmp_path / "a")],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "service:" in result.output and "taste:" in result.output
+    found = flipped_lines(tmp_path / "a" / "service" / layout.AUDIT_SUSPECTS)
+    assert len(found & flipped) >= 6 and AuditReport.read(tmp_path / "a" / "service").aspect == "service"
+    assert len(flipped_lines(tmp_path / "a" / "taste" / layout.AUDIT_SUSPECTS)) <= 3
