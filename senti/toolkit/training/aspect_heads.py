@@ -47,6 +47,9 @@ def majority_answers(train_gold: np.ndarray, texts: int) -> np.ndarray:
     return np.tile(np.asarray(said, dtype=np.int64), (texts, 1))
 
 
+MIN_HEAD_PAIRS = 10  # labelled training pairs an aspect needs for a head of its own
+
+
 class AspectRun(ClassifierRun[TrainConfig]):
     """See the module's docstring: `senti train` with the data, model, loss and dev figures of aspect heads."""
 
@@ -96,6 +99,12 @@ class AspectRun(ClassifierRun[TrainConfig]):
         for split, gold in (("train", self.train_gold), ("dev", self.dev_gold)):
             if not (gold != UNLABELLED).any():
                 raise DataError(f"{config.dataset}: the {split} split labels none of the aspects of {config.aspects}")
+        pairs = (self.train_gold != UNLABELLED).sum(0)
+        few = {name: int(n) for name, n in zip(names, pairs) if n < MIN_HEAD_PAIRS}
+        if few:  # a head learned from no label answered every text alike ("wifi: neutral" for food reviews)
+            raise DataError(f"{config.aspects}: {', '.join(f'{n} ({k} labelled)' for n, k in few.items())} "
+                            f"{'has' if len(few) == 1 else 'have'} fewer than {MIN_HEAD_PAIRS} labelled training "
+                            "pairs, too few for a head; label them or take them out of the aspect list")
         return parts, head_labels(names)
 
     def refuse_sentence_options(self) -> None:
@@ -106,7 +115,8 @@ class AspectRun(ClassifierRun[TrainConfig]):
                                        ("--label-column", config.label_column), ("--l2-sp", config.l2_sp),
                                        ("--ngram-init fit", config.ngram_init == "fit")) if on]
         if given:
-            raise DataError(f"--aspects trains aspect heads; {', '.join(given)} belong to a sentence model")
+            raise DataError(f"--aspects trains aspect heads; {', '.join(given)} "
+                            f"{'belongs' if len(given) == 1 else 'belong'} to a sentence model")
 
     def start_model(self, labels: list[str], train_texts: list[str], max_len: int, parent):
         """(model, tokenizer, source): the encoder of --model (`parent` its metadata when it is a checkpoint) with a

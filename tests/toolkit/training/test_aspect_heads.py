@@ -94,7 +94,7 @@ def test_an_aspect_without_a_head_and_sentence_only_options_are_one_line_each(he
 
     config = TrainConfig(output_dir=str(tmp_path / "x"), model="scratch:tiny", dataset=str(data),
                          aspects=str(data / "aspects.json"), replay=str(data), epochs=1)
-    with pytest.raises(SentiError, match="--aspects trains aspect heads; --replay belong"):
+    with pytest.raises(SentiError, match="--aspects trains aspect heads; --replay belongs to a sentence model"):
         run_training(config, say=lambda _: None)
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"aspects": [{"name": "parking", "keywords": ["停车"]}]}), encoding="utf-8")
@@ -102,6 +102,16 @@ def test_an_aspect_without_a_head_and_sentence_only_options_are_one_line_each(he
                          epochs=1)
     with pytest.raises(SentiError, match="the train split labels none of the aspects of"):
         run_training(config, say=lambda _: None)
+    listed = json.loads((data / "aspects.json").read_text(encoding="utf-8"))["aspects"]
+    more = tmp_path / "more.json"  # two aspects no row labels: their heads answered every text alike
+    more.write_text(json.dumps({"aspects": listed + [{"name": "battery", "keywords": ["电池"]},
+                                                     {"name": "wifi", "keywords": ["信号"]}]}), encoding="utf-8")
+    config = TrainConfig(output_dir=str(tmp_path / "z"), model="scratch:tiny", dataset=str(data), aspects=str(more),
+                         epochs=1)
+    with pytest.raises(SentiError, match=r"battery \(0 labelled\), wifi \(0 labelled\) have fewer than 10 "
+                                         "labelled training pairs"):
+        run_training(config, say=lambda _: None)
+    assert not (tmp_path / "z").exists()
 
 
 def test_select_picks_by_the_least_sure_aspect_head_and_names_it(heads, tmp_path):
