@@ -85,3 +85,58 @@ def browser():
         yield driver
     finally:
         driver.quit()
+
+
+# Nothing a test starts may listen beyond loopback (the suite's own Ray listened on every interface): a watcher
+# samples the listening sockets of this process and its children every 0.2 s and fails the test that was running.
+# A test that cannot help it names why with @pytest.mark.listens_beyond_loopback("why").
+LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+_WATCH: dict = {"test": None, "seen": {}}
+
+
+def _beyond_loopback() -> set[tuple[str, str, int]]:
+    import psutil
+
+    me = psutil.Process()
+    pids = {me.pid, *(p.pid for p in me.children(recursive=True))}
+    found = set()
+    for conn in psutil.net_connections(kind="inet"):
+        if conn.status == psutil.CONN_LISTEN and conn.pid in pids and conn.laddr.ip not in LOOPBACK:
+            try:
+                name = psutil.Process(conn.pid).name()
+            except psutil.Error:
+                name = "?"
+            found.add((name, conn.laddr.ip, conn.laddr.port))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _listener_watch():
+    import threading
+
+    done = threading.Event()
+
+    def watch():  # bounded by the session: stops when it ends
+        while not done.wait(0.2):
+            test = _WATCH["test"]
+            if test is not None:
+                found = _beyond_loopback()
+                if found:
+                    _WATCH["seen"].setdefault(test, set()).update(found)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    yield
+    done.set()
+    thread.join(5)
+
+
+@pytest.fixture(autouse=True)
+def _no_listener_beyond_loopback(request):
+    _WATCH["test"] = request.node.nodeid
+    yield
+    found = _WATCH["seen"].pop(request.node.nodeid, set()) | _beyond_loopback()
+    _WATCH["test"] = None
+    allowed = request.node.get_closest_marker("listens_beyond_loopback")
+    if found and allowed is None:
+        pytest.fail(f"listening beyond loopback during this test: {sorted(found)}", pytrace=False)

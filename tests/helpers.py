@@ -25,6 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CHNSENTICORP = ROOT.parent / "shared" / "data" / "chnsenticorp"
 
 
+# Why a data-parallel test cannot keep every listener on loopback (the suite's guard, tests/conftest.py).
+TCPSTORE = ("Paddle 3.3's TCPStore, opened by the rank-0 worker of a data-parallel run, binds every interface "
+            "(no host setting)")
+
+
 # Cue words per class: a tiny model learns these in a few dozen steps.
 CUES = {
     "positive": ["非常好", "很满意", "推荐购买", "质量不错", "喜欢", "物超所值"],

@@ -20,7 +20,10 @@ ROWS = 3000
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    """A Ray started as senti starts it: every server on loopback (ray.init alone listened on every interface)."""
+    from senti.serving.ray_predict import start_local_ray
+
+    start_local_ray(ray, 2)
     yield
     ray.shutdown()
 

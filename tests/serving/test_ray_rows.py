@@ -18,7 +18,10 @@ from senti.serving.ray_rows import NumberedRows, count_rows  # noqa: E402
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    """A Ray started as senti starts it: every server on loopback (ray.init alone listened on every interface)."""
+    from senti.serving.ray_predict import start_local_ray
+
+    start_local_ray(ray, 1)
     yield
     ray.shutdown()
 

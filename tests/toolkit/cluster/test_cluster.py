@@ -16,7 +16,9 @@ import psutil
 import pytest
 
 from senti.core import layout
-from tests.helpers import synthetic_rows, write_folder
+from tests.helpers import TCPSTORE, synthetic_rows, write_folder
+
+pytestmark = pytest.mark.listens_beyond_loopback(TCPSTORE)  # every run here launches data-parallel workers
 
 SENTI = [sys.executable, "-m", "senti.cli"]
 ROOT = Path(__file__).resolve().parents[2]

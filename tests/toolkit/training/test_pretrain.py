@@ -12,7 +12,7 @@ import pytest
 
 from senti.core import layout
 from senti.core.errors import DataError, SentiError
-from tests.helpers import synthetic_rows, train_tiny, write_folder
+from tests.helpers import TCPSTORE, synthetic_rows, train_tiny, write_folder
 
 
 def _corpus(path: Path, n: int = 400, seed: int = 5) -> Path:
@@ -196,6 +196,7 @@ def test_eval_reports_the_baseline_and_no_baseline_skips_it(tiny_checkpoint, tmp
 
 
 @pytest.mark.slow
+@pytest.mark.listens_beyond_loopback(TCPSTORE)
 def test_two_process_data_parallel_pretraining_on_cpu(tmp_path):
     import subprocess
     import sys

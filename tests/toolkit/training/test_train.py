@@ -17,7 +17,7 @@ import pytest
 from senti.core import layout
 from senti.core.errors import SentiError
 from senti.toolkit.training.config import TrainConfig
-from tests.helpers import EMOTIONS, synthetic_rows, train_tiny, write_folder, write_rows
+from tests.helpers import EMOTIONS, TCPSTORE, synthetic_rows, train_tiny, write_folder, write_rows
 
 SENTI = [sys.executable, "-m", "senti.cli"]
 
@@ -239,6 +239,7 @@ def test_sigterm_keeps_the_last_good_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.listens_beyond_loopback(TCPSTORE)
 def test_two_process_data_parallel_on_cpu(binary_folder, tmp_path):
     out = tmp_path / "ddp"
     result = subprocess.run(
