@@ -35,7 +35,8 @@ def test_kappa_per_pair_and_per_label_is_scikit_learns_on_the_texts_both_labelle
         ids = rng.sample(sorted(truth), 80)
         said[who] = {i: truth[i] if rng.random() < share else rng.choice(labels) for i in ids}
     log = tmp_path / "team.jsonl"
-    lines = [(i, f"text {i}", lab, "label", who) for who, got in said.items() for i, lab in got.items()]
+    lines: list[tuple[str, str, str | None, str, str]] = [(i, f"text {i}", lab, "label", who)
+                                                          for who, got in said.items() for i, lab in got.items()]
     rng.shuffle(lines)
     lines.append(("t999", "skipped", None, "skip", "ann"))
     with log.open("w", encoding="utf-8") as fh:

@@ -124,7 +124,8 @@ def test_a_named_reviewer_decides_by_keys_in_a_real_browser(tmp_path, browser):
         body = browser.find_element(By.TAG_NAME, "body")
         given = browser.find_element(By.ID, "given-label").text
         for n, key in enumerate("dkc"):
-            wait.until(lambda d, n=n: d.find_element(By.ID, "progress").text == f"{n} / {total}")
+            shown = f"{n} / {total}"
+            wait.until(lambda d: d.find_element(By.ID, "progress").text == shown)
             body.send_keys(key)
         wait.until(lambda d: d.find_element(By.ID, "progress").text == f"3 / {total}")
         lines = log_lines(log)
