@@ -120,8 +120,8 @@ def audits(sets: list[Path], model: Path, vectors_file: Path, output: Path) -> d
         config = AuditConfig(str(folder), folder / "audit", "ensemble", model, split="train")
         rows = read_audit_rows(config)
         if vectors is None:
-            encoded = encoder(model, rows.labels, rows.texts, config.max_seq_len)
-            vectors = sentence_vectors(*encoded, rows.texts, config.max_seq_len)
+            encoded, tokenizer = encoder(model, rows.labels, rows.texts, config.max_seq_len)
+            vectors = sentence_vectors(encoded, tokenizer, rows.texts, config.max_seq_len)
             np.save(vectors_file, vectors)
         ngram = audit(rows, ngram_probabilities(rows, config, None), "ngram")
         by_vectors = audit(rows, out_of_fold(rows, vector_fit_predict(rows, vectors, config.seed), config.folds,
