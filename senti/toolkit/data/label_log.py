@@ -69,8 +69,13 @@ SETTLE = "settle"  # a third labeller's label for a text two labellers labelled 
 
 def labeller_answers(path: Path) -> dict[str, dict[str, tuple[dict, int]]]:
     """{id: {labeller: (their last record, its line)}}; an undo takes back that labeller's answer."""
+    return by_labeller(log_lines(path))
+
+
+def by_labeller(lines) -> dict[str, dict[str, tuple[dict, int]]]:
+    """`labeller_answers` of (record, line number) pairs already read."""
     answers: dict[str, dict[str, tuple[dict, int]]] = {}
-    for record, n in log_lines(path):
+    for record, n in lines:
         got = answers.setdefault(str(record["id"]), {})
         who = str(record.get("by") or "")
         if record["answer"] == "undo":
@@ -101,7 +106,8 @@ def final_answer(got: dict[str, tuple[dict, int]]) -> tuple[dict | None, int | N
 def resolve_log(path: Path) -> tuple[list[tuple[str, str, str]], dict]:
     """(text, label, where) of each text's final label (`final_answer`), skipped, undone, unsettled and aspect
     answers (`resolve_aspect_log`) left out, plus counts."""
-    answers = labeller_answers(path)
+    lines = list(log_lines(path))  # read once: the answers and the count of lines
+    answers = by_labeller(lines)
     rows, counts = [], {"skipped": 0, "undone": 0, "aspect_answers": 0, "disagreed": 0, "settled": 0}
     for got in answers.values():
         record, n, split = final_answer(got)
@@ -115,8 +121,7 @@ def resolve_log(path: Path) -> tuple[list[tuple[str, str, str]], dict]:
             counts["aspect_answers"] += 1
         else:
             rows.append((record["text"], str(record["label"]), f"{path}:{n}"))
-    lines = sum(1 for _ in log_lines(path))
-    return rows, {"lines": lines, "texts": len(answers), "labelled": len(rows), **counts}
+    return rows, {"lines": len(lines), "texts": len(answers), "labelled": len(rows), **counts}
 
 
 def resolve_aspect_log(path: Path) -> list[tuple[str, dict[str, str], str]]:

@@ -13,7 +13,7 @@ from itertools import combinations
 from pathlib import Path
 
 from senti.core.errors import DataError
-from senti.toolkit.data.label_log import ASPECT_ANSWER, UNLABELLED, log_record
+from senti.toolkit.data.label_log import ASPECT_ANSWER, UNLABELLED, log_lines
 
 IGNORED = (*UNLABELLED, ASPECT_ANSWER, "drop")
 
@@ -47,18 +47,14 @@ def labeller_answers(paths: list[Path]) -> tuple[dict[str, dict[str, str]], dict
     answers: dict[str, dict[str, str]] = {}
     texts: dict[str, str] = {}
     for path in paths:
-        with Path(path).open(encoding="utf-8", errors="surrogateescape") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip() or not line.endswith("\n"):
-                    continue
-                record = log_record(line, f"{path}:{n}")
-                who = str(record.get("by") or Path(path).name)
-                pid = str(record["id"])
-                texts.setdefault(pid, str(record["text"]))
-                if record["answer"] in IGNORED:
-                    answers.setdefault(who, {}).pop(pid, None)  # an undone or skipped text counts no more
-                else:
-                    answers.setdefault(who, {})[pid] = str(record["label"])
+        for record, _ in log_lines(Path(path)):  # the label log's own reader: whole lines, checked
+            who = str(record.get("by") or Path(path).name)
+            pid = str(record["id"])
+            texts.setdefault(pid, str(record["text"]))
+            if record["answer"] in IGNORED:
+                answers.setdefault(who, {}).pop(pid, None)  # an undone or skipped text counts no more
+            else:
+                answers.setdefault(who, {})[pid] = str(record["label"])
     return {who: got for who, got in answers.items() if got}, texts
 
 
